@@ -1,0 +1,37 @@
+# Every target sets up .venv when missing and installs what it needs.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test fuzz bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,torch]'
+	touch $@
+
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,torch,bench]'
+	touch $@
+
+demo: $(VENV)/.installed-base
+	$(BIN)/mil-passes demo
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+fuzz: $(VENV)/.installed-test
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --examples 10000
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

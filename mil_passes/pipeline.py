@@ -1,0 +1,56 @@
+"""Where each pass of the package goes in a coremltools PassPipeline, and why."""
+
+from __future__ import annotations
+
+from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
+from . import passes  # noqa: F401  (registers every pass)
+
+# (pass, insert it right before the first of this pass in the base pipeline) — if the base lacks
+# the anchor, the pass goes after the package's previous pass (or first, for the first one).
+PLACEMENT: tuple[tuple[str, str | None], ...] = (
+    # Names first: later passes and the serializer resolve vars by name.
+    ("webnn::rename_duplicate_temporaries", None),
+    # After const_elimination folded the select operands, before select_optimization reads them.
+    ("webnn::canonicalize_uint8_select", "common::select_optimization"),
+    # Shape chains are folded after const_elimination and before remove_symbolic_reshape, which
+    # gives up once two dims are symbolic.
+    ("webnn::fold_shape_ops", "common::remove_symbolic_reshape"),
+    # Needs constant slice bounds: after const_elimination and fold_shape_ops.
+    ("webnn::concat_slice_to_slice_concat", "common::remove_symbolic_reshape"),
+)
+
+
+def _registered(name: str) -> bool:
+    try:
+        PASS_REGISTRY[name]
+    except KeyError:
+        return False
+    return True
+
+
+PASS_NAMES: tuple[str, ...] = tuple(name for name, _ in PLACEMENT if _registered(name))
+
+
+def pipeline(base: PassPipeline | None = None) -> PassPipeline:
+    """``base`` (default ``PassPipeline.DEFAULT``) with the package's passes inserted.
+
+    The base is not modified. Use as ``ct.convert(model, pass_pipeline=mil_passes.pipeline())``.
+    """
+    base = PassPipeline.DEFAULT if base is None else base
+    if not isinstance(base, PassPipeline):
+        raise TypeError(f"base must be a coremltools PassPipeline, got {type(base).__name__}")
+    names = list(base.passes)
+    previous = -1
+    for name, anchor in PLACEMENT:
+        if name not in PASS_NAMES:
+            continue
+        index = names.index(anchor) if anchor in names else None
+        if index is None or index <= previous:
+            index = previous + 1
+        names.insert(index, name)
+        previous = index
+    result = PassPipeline(pass_names=names, pipeline_name=f"{base}+mil_passes")
+    result._pass_options = dict(getattr(base, "_pass_options", {}))
+    return result

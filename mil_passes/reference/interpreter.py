@@ -1,0 +1,243 @@
+"""Evaluate a pymil Program with numpy: the numeric truth of this package on Linux.
+
+The program is never mutated (no ``deepcopy`` either: it recurses too deep on ~1,000-op
+programs). Values are kept per Var in a dict; nested blocks share it. Each op is computed by a
+hand-written kernel (``kernels/``) when there is one, else by the op's own coremltools
+``value_inference`` run on a read-only stand-in of the op. Results are cast to the declared
+dtype and their shapes are checked against the declared types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from coremltools.converters.mil.mil import Block, Operation, Program, Var, types
+from coremltools.converters.mil.mil.types.symbolic import is_symbolic
+
+from .errors import UnsupportedOpError
+from .kernels import KERNELS, load_families
+
+load_families()
+
+MAX_LOOP_ITERATIONS = 1_000_000
+
+
+def describe_type(var: Var) -> str:
+    """MIL's text form of a var's type, e.g. ``tensor<fp32, [1, is0, 8]>``."""
+    sym_type = var.sym_type
+    if types.is_tensor(sym_type):
+        dims = ", ".join(str(d) for d in var.shape)
+        return f"tensor<{types.builtin_to_string(var.dtype)}, [{dims}]>"
+    return types.builtin_to_string(sym_type) if sym_type is not None else "unknown"
+
+
+def numpy_dtype(var: Var) -> np.dtype:
+    """The numpy dtype of a tensor or scalar var."""
+    return np.dtype(types.nptype_from_builtin(var.dtype))
+
+
+def evaluate(prog: Program, inputs: Mapping[str, Any], function: str = "main") -> dict[str, np.ndarray]:
+    """Run ``function`` of ``prog`` on ``inputs``; return its outputs keyed by output name.
+
+    Raises ``TypeError`` for a non-Program, ``ValueError`` for missing, extra, mis-shaped or
+    mis-typed inputs, and :class:`UnsupportedOpError` for an op without a kernel.
+    """
+    if not isinstance(prog, Program):
+        raise TypeError(f"evaluate() needs a coremltools MIL Program, got {type(prog).__name__}")
+    if function not in prog.functions:
+        names = ", ".join(sorted(prog.functions))
+        raise ValueError(f"program has no function '{function}' (it has: {names})")
+    func = prog.functions[function]
+    env: dict[Var, Any] = {}
+    _bind_inputs(func, inputs, env)
+    _run_block(func, env)
+    return {var.name: env[var] for var in func.outputs}
+
+
+def _bind_inputs(func, feeds: Mapping[str, Any], env: dict) -> None:
+    if not isinstance(feeds, Mapping):
+        raise TypeError(f"inputs must be a mapping from input name to array, got {type(feeds).__name__}")
+    expected = func.inputs
+    for name, var in expected.items():
+        if name not in feeds:
+            raise ValueError(f"missing input '{name}': expected {describe_type(var)}")
+    for name in feeds:
+        if name not in expected:
+            known = ", ".join(expected) or "none"
+            raise ValueError(f"unexpected input '{name}': the function's inputs are {known}")
+    sizes: dict[Any, tuple[int, str]] = {}
+    for name, var in expected.items():
+        value = np.asarray(feeds[name])
+        want = numpy_dtype(var)
+        if value.dtype != want:
+            raise ValueError(
+                f"input '{name}' has dtype {value.dtype}: expected {describe_type(var)}"
+            )
+        shape = tuple(var.shape)
+        if value.ndim != len(shape):
+            raise ValueError(
+                f"input '{name}' has shape {value.shape}: expected {describe_type(var)}"
+            )
+        for axis, (dim, size) in enumerate(zip(shape, value.shape)):
+            if is_symbolic(dim):
+                seen = sizes.setdefault(dim, (size, name))
+                if seen[0] != size:
+                    raise ValueError(
+                        f"input '{name}' has size {size} on axis {axis} for dim '{dim}', "
+                        f"but input '{seen[1]}' gave it size {seen[0]}"
+                    )
+            elif dim != size:
+                raise ValueError(
+                    f"input '{name}' has shape {value.shape}: expected {describe_type(var)}"
+                )
+        env[var] = value
+
+
+def _run_block(block: Block, env: dict) -> list[Any]:
+    for op in block.operations:
+        outputs = _run_op(op, env)
+        for var, value in zip(op.outputs, outputs):
+            env[var] = value
+    return [env[var] for var in block.outputs]
+
+
+def _run_op(op: Operation, env: dict) -> tuple:
+    op_type = op.op_type
+    if op_type == "const":
+        return (_const_value(op.outputs[0]),)
+    if op_type == "cond":
+        pred = env[op.pred]
+        branch = op.blocks[0] if bool(np.asarray(pred)) else op.blocks[1]
+        results = _run_block(branch, env)
+    elif op_type == "while_loop":
+        results = _run_while_loop(op, env)
+    else:
+        args = {name: _lookup(value, env) for name, value in op.inputs.items()}
+        kernel = KERNELS.get(op_type)
+        if kernel is not None:
+            results = kernel(op, args)
+        elif _has_value_inference(op):
+            results = _infer_value(op, args)
+        else:
+            raise UnsupportedOpError(op_type, op.name)
+    if not isinstance(results, (tuple, list)):
+        results = (results,)
+    if len(results) != len(op.outputs):
+        raise UnsupportedOpError(
+            op_type, op.name, f"kernel returned {len(results)} values for {len(op.outputs)} outputs"
+        )
+    return tuple(_conform(op, var, value) for var, value in zip(op.outputs, results))
+
+
+def _lookup(value: Any, env: dict) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [env[v] if v in env else _const_value(v) for v in value]
+    if value in env:
+        return env[value]
+    return _const_value(value)
+
+
+def _const_value(var: Var) -> Any:
+    val = var.val
+    if val is None:
+        raise UnsupportedOpError(
+            var.op.op_type if var.op is not None else "input", var.name, "value is not known"
+        )
+    if isinstance(val, str):
+        return val
+    if types.is_tensor(var.sym_type) or types.is_scalar(var.sym_type):
+        return np.asarray(val, dtype=numpy_dtype(var))
+    return val
+
+
+def _conform(op: Operation, var: Var, value: Any) -> Any:
+    """Cast ``value`` to ``var``'s declared dtype and check its shape."""
+    sym_type = var.sym_type
+    if not (types.is_tensor(sym_type) or types.is_scalar(sym_type)):
+        return value
+    if isinstance(value, str):
+        return value
+    array = np.asarray(value)
+    want = numpy_dtype(var)
+    if array.dtype != want:
+        array = array.astype(want)
+    shape = tuple(var.shape) if types.is_tensor(sym_type) else ()
+    mismatch = array.ndim != len(shape) or any(
+        not is_symbolic(dim) and dim != size for dim, size in zip(shape, array.shape)
+    )
+    if mismatch:
+        raise ValueError(
+            f"op '{op.name}' ({op.op_type}) computed shape {array.shape} for '{var.name}', "
+            f"which is declared {describe_type(var)}"
+        )
+    return array
+
+
+def _run_while_loop(op: Operation, env: dict) -> list[Any]:
+    cond_block, body_block = op.blocks
+    values = [env[v] if v in env else _const_value(v) for v in op.loop_vars]
+    for _ in range(MAX_LOOP_ITERATIONS):
+        for var, value in zip(cond_block.inputs, values):
+            env[var] = value
+        (keep_going,) = _run_block(cond_block, env)
+        if not bool(np.asarray(keep_going)):
+            return values
+        for var, value in zip(body_block.inputs, values):
+            env[var] = value
+        values = _run_block(body_block, env)
+    raise UnsupportedOpError(op.op_type, op.name, f"more than {MAX_LOOP_ITERATIONS} iterations")
+
+
+# -- coremltools' own value_inference, run on a read-only stand-in -----------------------------
+
+_BASE_VALUE_INFERENCE = Operation.value_inference
+
+
+def _has_value_inference(op: Operation) -> bool:
+    return type(op).value_inference is not _BASE_VALUE_INFERENCE
+
+
+class _ValueVar:
+    """What a ``value_inference`` method reads of an input Var, with a concrete value."""
+
+    __slots__ = ("val", "sym_val", "shape", "rank", "dtype", "sym_type", "name", "op")
+
+    def __init__(self, var: Var, value: Any):
+        self.val = value
+        self.sym_val = value
+        self.name = var.name
+        self.op = None
+        if isinstance(value, str):
+            self.shape, self.rank, self.dtype = (), 0, types.str
+            self.sym_type = types.str
+            return
+        array = np.asarray(value)
+        self.val = self.sym_val = array if array.ndim else array[()]
+        self.shape = array.shape
+        self.rank = array.ndim
+        self.dtype = types.numpy_type_to_builtin_type(array.dtype)
+        self.sym_type = types.tensor(self.dtype, array.shape) if array.ndim else self.dtype
+
+
+def _infer_value(op: Operation, args: dict) -> Any:
+    stand_in = object.__new__(type(op))
+    stand_in.__dict__.update(op.__dict__)
+    input_vars = {}
+    for name, var in op._input_vars.items():
+        value = args.get(name)
+        if var is None or value is None:
+            input_vars[name] = var
+        elif isinstance(var, (list, tuple)):
+            input_vars[name] = tuple(_ValueVar(v, x) for v, x in zip(var, value))
+        else:
+            input_vars[name] = _ValueVar(var, value)
+        stand_in.__dict__[name] = input_vars[name]
+    stand_in.__dict__["_input_vars"] = input_vars
+    try:
+        return type(op).value_inference(stand_in)
+    except NotImplementedError as error:
+        raise UnsupportedOpError(op.op_type, op.name, str(error)) from error

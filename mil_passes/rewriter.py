@@ -1,0 +1,339 @@
+"""The shared rewriter: one traversal of every block and batched replacement.
+
+Passes express *match* and *rewrite*; this module does the rest:
+
+- walks every block of every function, nested ``cond``/``while_loop`` bodies included;
+- dispatches each op to the patterns registered for its type (a dict, not an ``if`` chain);
+- collects var replacements and applies them in one batch: one ``set_inputs`` per consumer op
+  and one removal sweep per block (coremltools' per-match ``replace_uses_of_var_after_op`` is
+  quadratic on a ``stack`` of N rewritten windows, FIELD_NOTES §2);
+- removes what a rewrite left dead, and re-visits the ops it created or re-wired;
+- keeps function output names, copies scope information to new ops, and hands out names that
+  no var or op in the program uses yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterator
+
+from coremltools.converters.mil.mil import Block, Builder as mb, Function, Operation, Program, Var
+from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
+
+logger = logging.getLogger("mil_passes")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a pattern did not rewrite ``op``. Falsy, so ``if not match`` reads naturally."""
+
+    op: Operation
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return f"{self.op.op_type} '{self.op.name}': {self.reason}"
+
+
+class RewritePattern(ABC):
+    """One rule: ``match`` is pure and returns a match (any truthy value) or a :class:`Refusal`;
+    ``rewrite`` builds the replacement through the :class:`Rewriter`."""
+
+    op_types: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def match(self, op: Operation) -> Any:
+        """Return what ``rewrite`` needs, or a :class:`Refusal`."""
+
+    @abstractmethod
+    def rewrite(self, op: Operation, match: Any, rewriter: "Rewriter") -> None:
+        """Emit new ops and record replacements of ``op``'s outputs."""
+
+
+@dataclass
+class RewriteResult:
+    """What one application of a set of patterns did."""
+
+    rewritten: int = 0
+    removed_ops: int = 0
+    refusals: list[Refusal] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.rewritten > 0
+
+
+def iter_blocks(prog_or_block: Program | Block) -> Iterator[Block]:
+    """Every block, outer before inner: functions, then nested blocks in op order."""
+    roots = (
+        list(prog_or_block.functions.values())
+        if isinstance(prog_or_block, Program)
+        else [prog_or_block]
+    )
+    stack = list(reversed(roots))
+    while stack:
+        block = stack.pop()
+        yield block
+        nested = [b for op in block.operations for b in op.blocks]
+        stack.extend(reversed(nested))
+
+
+def iter_ops(prog_or_block: Program | Block) -> Iterator[Operation]:
+    """Every op of every block, in block order (outer blocks first)."""
+    for block in iter_blocks(prog_or_block):
+        yield from list(block.operations)
+
+
+def program_names(prog: Program) -> set[str]:
+    """All op names and var names used anywhere in ``prog``."""
+    names: set[str] = set()
+    for func in prog.functions.values():
+        names.update(func.inputs.keys())
+    for block in iter_blocks(prog):
+        for var in block.inputs:
+            names.add(var.name)
+        for op in block.operations:
+            names.add(op.name)
+            for out in op.outputs:
+                names.add(out.name)
+    return names
+
+
+def _ops_before(block: Block, anchor: Operation, stop: Operation | None) -> list[Operation]:
+    """Ops between ``stop`` (exclusive) and ``anchor`` (exclusive), nearest first."""
+    ops = block.operations
+    if hasattr(ops, "op_to_node"):
+        found, node = [], ops.op_to_node[anchor].prev
+        while node is not None and node.op is not stop:
+            found.append(node.op)
+            node = node.prev
+        return found
+    index = ops.index(anchor)
+    start = ops.index(stop) + 1 if stop is not None else 0
+    return list(reversed(ops[start:index]))
+
+
+def _previous_op(block: Block, anchor: Operation) -> Operation | None:
+    ops = block.operations
+    if hasattr(ops, "op_to_node"):
+        prev = ops.op_to_node[anchor].prev
+        return prev.op if prev is not None else None
+    index = ops.index(anchor)
+    return ops[index - 1] if index > 0 else None
+
+
+class Rewriter:
+    """Builds new ops, records replacements, and applies them in batches (``commit``)."""
+
+    def __init__(self, prog: Program):
+        self.prog = prog
+        self._names = program_names(prog)
+        self._replacements: dict[Var, Var] = {}
+        self._created: list[Operation] = []
+        self._roots: list[Operation] = []
+
+    # -- building -------------------------------------------------------------------------
+    def unique_name(self, base: str) -> str:
+        """``base`` if no var or op has it yet, else ``base_1``, ``base_2``, …"""
+        name, suffix = base, 0
+        while name in self._names:
+            suffix += 1
+            name = f"{base}_{suffix}"
+        self._names.add(name)
+        return name
+
+    def emit(self, anchor: Operation, op_type: str, name: str, **inputs: Any) -> Any:
+        """Build ``op_type`` right before ``anchor`` and return its output var(s).
+
+        ``name`` is a hint; the op gets a unique name derived from it.
+        """
+        block = anchor.enclosing_block
+        before = _previous_op(block, anchor)
+        with block:
+            result = getattr(mb, op_type)(**inputs, before_op=anchor, name=self.unique_name(name))
+        for op in _ops_before(block, anchor, before):
+            self._created.append(op)
+            self._names.add(op.name)
+            self._names.update(out.name for out in op.outputs)
+        return result
+
+    # -- replacing ------------------------------------------------------------------------
+    def replace(self, old: Var, new: Var) -> None:
+        """From the next ``commit`` on, every use of ``old`` reads ``new``."""
+        if old is new:
+            return
+        if old in self._replacements:
+            raise ValueError(f"var '{old.name}' is replaced twice")
+        self._replacements[old] = new
+        if old.op is not None:
+            self._roots.append(old.op)
+
+    def replace_op(self, op: Operation, new_outputs: list[Var] | tuple[Var, ...]) -> None:
+        """Replace every output of ``op`` by the matching var of ``new_outputs``."""
+        for old, new in zip(op.outputs, new_outputs):
+            self.replace(old, new)
+
+    def _resolve(self, var: Var) -> Var:
+        seen = 0
+        while var in self._replacements:
+            var = self._replacements[var]
+            seen += 1
+            if seen > len(self._replacements):
+                raise ValueError("cyclic replacement")
+        return var
+
+    def commit(self) -> tuple[int, list[Operation]]:
+        """Apply all recorded replacements; remove dead ops.
+
+        Returns the number of removed ops and the ops to visit again: those created since the
+        last commit and those whose inputs changed.
+        """
+        replacements = {old: self._resolve(old) for old in self._replacements}
+        touched: list[Operation] = list(self._created)
+        consumers: dict[Operation, None] = {}
+        for old in replacements:
+            for child in old.child_ops:
+                consumers[child] = None
+        for consumer in consumers:
+            changed = {}
+            for key, value in consumer.inputs.items():
+                if isinstance(value, (list, tuple)):
+                    if any(v in replacements for v in value):
+                        changed[key] = tuple(replacements.get(v, v) for v in value)
+                elif value in replacements:
+                    changed[key] = replacements[value]
+            if changed:
+                consumer.set_inputs(**changed)
+                touched.append(consumer)
+        for old, new in replacements.items():
+            Block._copy_scope_info(old, new)
+            self._replace_block_outputs(old, new)
+        removed = self._remove_dead(self._roots)
+        self._replacements.clear()
+        self._created.clear()
+        self._roots.clear()
+        return removed, [op for op in touched if op.enclosing_block is not None]
+
+    def _replace_block_outputs(self, old: Var, new: Var) -> None:
+        for block in list(old.consuming_blocks):
+            if isinstance(block, Function):
+                new = self._named_output(block, old, new)
+            block._outputs = [new if v is old else v for v in block._outputs]
+            old.consuming_blocks.remove(block)
+            if block not in new.consuming_blocks:
+                new.consuming_blocks.append(block)
+
+    def _named_output(self, func: Function, old: Var, new: Var) -> Var:
+        """The var that takes over function output ``old``: it must carry ``old``'s name."""
+        keeps_own_name = new.op is None or new in func.outputs or new.name in func.inputs
+        if keeps_own_name:
+            anchor = old.op
+            new = self.emit(anchor, "identity", old.name + "_out", x=new)
+        name = old.name
+        old.name = self.unique_name(name + "_replaced")
+        new.name = name
+        return new
+
+    def _remove_dead(self, roots: list[Operation]) -> int:
+        """Remove ``roots`` and the producers that feed only them, once they have no uses."""
+        dead: dict[Block, dict[Operation, None]] = {}
+        stack = list(roots)
+        while stack:
+            op = stack.pop()
+            block = op.enclosing_block
+            if block is None or op in dead.get(block, ()):
+                continue
+            if any(out.child_ops or out.consuming_blocks for out in op.outputs):
+                continue
+            dead.setdefault(block, {})[op] = None
+            for var in op.get_flattened_inputs():
+                var.remove_child_op(op)
+                if var.op is not None and not var.child_ops:
+                    stack.append(var.op)
+        removed = 0
+        for block, ops in dead.items():
+            for op in ops:
+                for inner in op.blocks:
+                    _drop_block(inner)
+                block.operations.remove(op)
+                for internal in op.internal_inputs.values():
+                    block._internal_vars.discard(internal)
+                op.enclosing_block = None
+                removed += 1
+        return removed
+
+
+def _drop_block(block: Block) -> None:
+    """Detach every op of a block that goes away with its enclosing op."""
+    for out in block.outputs:
+        if block in out.consuming_blocks:
+            out.consuming_blocks.remove(block)
+    block._outputs = []
+    for op in list(block.operations):
+        for inner in op.blocks:
+            _drop_block(inner)
+        for var in op.get_flattened_inputs():
+            if op in var.child_ops:
+                var.remove_child_op(op)
+        op.enclosing_block = None
+
+
+def apply_patterns(
+    prog: Program, patterns: list[RewritePattern] | tuple[RewritePattern, ...], *, pass_name: str
+) -> RewriteResult:
+    """Run ``patterns`` over every op of ``prog`` until nothing more matches."""
+    dispatch: dict[str, list[RewritePattern]] = {}
+    for pattern in patterns:
+        for op_type in pattern.op_types:
+            dispatch.setdefault(op_type, []).append(pattern)
+    result = RewriteResult()
+    refusals: dict[Operation, Refusal] = {}
+    rewriter = Rewriter(prog)
+    worklist = [op for op in iter_ops(prog) if op.op_type in dispatch]
+    while worklist:
+        for op in worklist:
+            if op.enclosing_block is None:
+                continue
+            for pattern in dispatch.get(op.op_type, ()):
+                match = pattern.match(op)
+                if isinstance(match, Refusal):
+                    refusals[op] = match
+                    continue
+                refusals.pop(op, None)
+                pattern.rewrite(op, match, rewriter)
+                result.rewritten += 1
+                break
+        removed, touched = rewriter.commit()
+        result.removed_ops += removed
+        revisit: dict[Operation, None] = {}
+        for op in touched:
+            if op.op_type in dispatch:
+                revisit[op] = None
+            for inner in op.blocks:
+                for nested in iter_ops(inner):
+                    if nested.op_type in dispatch:
+                        revisit[nested] = None
+        worklist = list(revisit)
+    result.refusals = [r for op, r in refusals.items() if op.enclosing_block is not None]
+    for refusal in result.refusals:
+        logger.debug("%s left %s", pass_name, refusal)
+    return result
+
+
+class PatternPass(AbstractGraphPass):
+    """A graph pass made of rewrite patterns. Subclasses set ``name`` and ``patterns()``."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self.last_result: RewriteResult | None = None
+
+    @abstractmethod
+    def patterns(self) -> list[RewritePattern]:
+        """The rules of this pass."""
+
+    def apply(self, prog: Program) -> None:
+        self.last_result = apply_patterns(prog, self.patterns(), pass_name=self.name)
