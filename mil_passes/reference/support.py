@@ -13,6 +13,8 @@ CONTROL_FLOW = frozenset({"const", "cond", "while_loop"})
 def _ops_with_value_inference() -> set[str]:
     found = set()
     for op_type, by_opset in SSAOpRegistry.core_ops.items():
+        if op_type.startswith("_"):
+            continue
         for cls in by_opset.values():
             if cls.value_inference is not Operation.value_inference:
                 found.add(op_type)

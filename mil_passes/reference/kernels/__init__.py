@@ -20,7 +20,7 @@ Kernel = Callable[[Any, dict], Any]
 
 KERNELS: dict[str, Kernel] = {}
 
-FAMILIES = ("core", "conv_pool", "normalization", "quantization", "indexing", "image")
+FAMILIES = ("core", "activation", "conv_pool", "normalization", "quantization", "indexing", "image")
 
 
 def kernel(*op_types: str) -> Callable[[Kernel], Kernel]:

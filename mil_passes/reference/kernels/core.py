@@ -1,0 +1,486 @@
+"""Core kernels: elementwise math, comparisons, logic, casts and data movement.
+
+coremltools' own ``value_inference`` covers many of these but drops bool and fp16 in places
+(``slice_by_index`` with ``squeeze_mask`` raises on bool, for example), so the ops every pass
+touches are written here once, exactly as MIL defines them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import kernel, out_dtype
+
+
+def opset_of(op) -> int:
+    """The iOS opset an op class comes from (15 for the iOS15 definitions, 17 for iOS17, …)."""
+    module = type(op).__module__
+    for version in (18, 17, 16, 15):
+        if f".iOS{version}." in module:
+            return version
+    return 15
+
+
+def _int(value) -> int:
+    return int(np.asarray(value))
+
+
+def _ints(value) -> list[int]:
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _bools(value, rank: int) -> list[bool]:
+    if value is None:
+        return [False] * rank
+    return [bool(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _axis(axis, rank: int) -> int:
+    axis = _int(axis)
+    return axis + rank if axis < 0 else axis
+
+
+# -- elementwise binary -----------------------------------------------------------------------
+
+def _safe_pow(x, y):
+    if np.issubdtype(np.result_type(x, y), np.integer) and np.any(np.asarray(y) < 0):
+        return np.power(np.asarray(x, np.float64), np.asarray(y, np.float64))
+    return np.power(x, y)
+
+
+def _true_div(x, y):
+    if np.issubdtype(np.result_type(x, y), np.integer):
+        return np.asarray(x, np.float64) / np.asarray(y, np.float64)
+    return np.true_divide(x, y)
+
+
+_BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "real_div": _true_div,
+    "floor_div": np.floor_divide,
+    "mod": np.mod,
+    "pow": _safe_pow,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+}
+
+
+@kernel(*_BINARY)
+def binary(op, args):
+    with np.errstate(all="ignore"):
+        return _BINARY[op.op_type](args["x"], args["y"])
+
+
+# -- elementwise unary ------------------------------------------------------------------------
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+_UNARY = {
+    "abs": np.abs,
+    "acos": np.arccos,
+    "asin": np.arcsin,
+    "atan": np.arctan,
+    "atanh": np.arctanh,
+    "ceil": np.ceil,
+    "cos": np.cos,
+    "cosh": np.cosh,
+    "erf": lambda x: _erf(x),
+    "exp": np.exp,
+    "exp2": np.exp2,
+    "floor": np.floor,
+    "logical_not": np.logical_not,
+    "round": np.round,
+    "sign": np.sign,
+    "sin": np.sin,
+    "sinh": np.sinh,
+    "sqrt": np.sqrt,
+    "square": np.square,
+    "tan": np.tan,
+    "tanh": np.tanh,
+}
+
+
+@kernel(*_UNARY)
+def unary(op, args):
+    with np.errstate(all="ignore"):
+        return _UNARY[op.op_type](args["x"])
+
+
+def _epsilon(args, default: float):
+    eps = args.get("epsilon")
+    return default if eps is None else eps
+
+
+@kernel("inverse")
+def inverse(op, args):
+    with np.errstate(all="ignore"):
+        return 1.0 / (args["x"] + _epsilon(args, 1e-4))
+
+
+@kernel("log")
+def log(op, args):
+    with np.errstate(all="ignore"):
+        return np.log(args["x"] + _epsilon(args, 1e-45))
+
+
+@kernel("rsqrt")
+def rsqrt(op, args):
+    with np.errstate(all="ignore"):
+        return 1.0 / np.sqrt(args["x"] + _epsilon(args, 1e-12))
+
+
+@kernel("clip")
+def clip(op, args):
+    return np.minimum(np.maximum(args["x"], args["alpha"]), args["beta"])
+
+
+@kernel("threshold")
+def threshold(op, args):
+    return np.maximum(args["x"], args["alpha"])
+
+
+_CAST_DTYPES = {
+    "bool": np.bool_,
+    "int8": np.int8,
+    "uint8": np.uint8,
+    "int16": np.int16,
+    "uint16": np.uint16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "fp16": np.float16,
+    "fp32": np.float32,
+    "fp64": np.float64,
+}
+
+
+@kernel("cast")
+def cast(op, args):
+    """MIL cast: floats to ints truncate toward zero; anything nonzero (NaN included) is true."""
+    x = np.asarray(args["x"])
+    target = np.dtype(_CAST_DTYPES[str(args["dtype"])])
+    if target == np.bool_:
+        return x != 0 if not np.issubdtype(x.dtype, np.floating) else (x != 0) | np.isnan(x)
+    with np.errstate(all="ignore"):
+        return x.astype(target)
+
+
+@kernel("select")
+def select(op, args):
+    return np.where(np.asarray(args["cond"]).astype(bool), args["a"], args["b"])
+
+
+@kernel("identity")
+def identity(op, args):
+    return np.array(args["x"], copy=True)
+
+
+# -- data movement ----------------------------------------------------------------------------
+
+@kernel("concat")
+def concat(op, args):
+    values = [np.asarray(v) for v in args["values"]]
+    axis = _axis(args["axis"], values[0].ndim)
+    interleave = args.get("interleave")
+    if interleave is not None and bool(interleave):
+        stacked = np.stack(values, axis=axis + 1)
+        shape = list(values[0].shape)
+        shape[axis] *= len(values)
+        return stacked.reshape(shape)
+    return np.concatenate(values, axis=axis)
+
+
+def index_window(shape, begin, end, stride, begin_mask, end_mask, squeeze_mask):
+    """The numpy index of a MIL ``slice_by_index`` and the axes it squeezes."""
+    rank = len(shape)
+    begin = _ints(begin)
+    end = _ints(end)
+    stride = [1] * rank if stride is None else _ints(stride)
+    begin_mask, end_mask = _bools(begin_mask, rank), _bools(end_mask, rank)
+    squeeze_mask = _bools(squeeze_mask, rank)
+    index, squeezed = [], []
+    for axis in range(rank):
+        if squeeze_mask[axis]:
+            start = begin[axis] + (shape[axis] if begin[axis] < 0 else 0)
+            index.append(slice(start, start + 1, 1))
+            squeezed.append(axis)
+            continue
+        start = None if begin_mask[axis] else begin[axis]
+        stop = None if end_mask[axis] else end[axis]
+        index.append(slice(start, stop, stride[axis]))
+    return tuple(index), tuple(squeezed)
+
+
+@kernel("slice_by_index")
+def slice_by_index(op, args):
+    x = np.asarray(args["x"])
+    index, squeezed = index_window(
+        x.shape,
+        args["begin"],
+        args["end"],
+        args.get("stride"),
+        args.get("begin_mask"),
+        args.get("end_mask"),
+        args.get("squeeze_mask"),
+    )
+    result = x[index]
+    return np.squeeze(result, axis=squeezed) if squeezed else result
+
+
+@kernel("slice_by_size")
+def slice_by_size(op, args):
+    x = np.asarray(args["x"])
+    index = []
+    for axis, (start, size) in enumerate(zip(_ints(args["begin"]), _ints(args["size"]))):
+        start += x.shape[axis] if start < 0 else 0
+        index.append(slice(start, None if size == -1 else start + size))
+    return x[tuple(index)]
+
+
+@kernel("split")
+def split(op, args):
+    x = np.asarray(args["x"])
+    axis = _axis(args["axis"], x.ndim)
+    if args.get("split_sizes") is not None:
+        sizes = _ints(args["split_sizes"])
+    else:
+        count = _int(args["num_splits"])
+        size = math.ceil(x.shape[axis] / count)
+        sizes = [size] * (count - 1) + [x.shape[axis] - size * (count - 1)]
+    bounds = np.cumsum(sizes)[:-1]
+    return tuple(np.split(x, bounds, axis=axis))
+
+
+@kernel("stack")
+def stack(op, args):
+    values = [np.asarray(v) for v in args["values"]]
+    return np.stack(values, axis=_axis(args["axis"], values[0].ndim + 1))
+
+
+@kernel("transpose")
+def transpose(op, args):
+    return np.transpose(args["x"], _ints(args["perm"]))
+
+
+def reshape_target(op, x_shape, target) -> list[int]:
+    """Resolve MIL's ``0`` (by opset) and ``-1`` in a reshape target."""
+    target = _ints(target)
+    rank = len(x_shape)
+    resolved = []
+    for i, dim in enumerate(target):
+        if dim != 0:
+            resolved.append(dim)
+        elif opset_of(op) >= 17:
+            j = rank - (len(target) - i)
+            resolved.append(x_shape[j] if j >= 0 else 1)
+        else:
+            resolved.append(x_shape[i])
+    if -1 in resolved:
+        known = math.prod(d for d in resolved if d != -1)
+        total = math.prod(x_shape)
+        resolved[resolved.index(-1)] = total // known if known else 0
+    return resolved
+
+
+@kernel("reshape")
+def reshape(op, args):
+    x = np.asarray(args["x"])
+    return x.reshape(reshape_target(op, x.shape, args["shape"]))
+
+
+@kernel("expand_dims")
+def expand_dims(op, args):
+    x = np.asarray(args["x"])
+    axes = _ints(args["axes"])
+    out_rank = x.ndim + len(axes)
+    axes = sorted(a + out_rank if a < 0 else a for a in axes)
+    for axis in axes:
+        x = np.expand_dims(x, axis)
+    return x
+
+
+@kernel("squeeze")
+def squeeze(op, args):
+    x = np.asarray(args["x"])
+    if args.get("axes") is None:
+        return np.squeeze(x)
+    return np.squeeze(x, axis=tuple(_axis(a, x.ndim) for a in _ints(args["axes"])))
+
+
+@kernel("shape")
+def shape(op, args):
+    return np.array(np.asarray(args["x"]).shape, dtype=np.int32)
+
+
+def _gather_indices(indices, size):
+    indices = np.asarray(indices).astype(np.int64)
+    return np.where(indices < 0, indices + size, indices)
+
+
+@kernel("gather")
+def gather(op, args):
+    x = np.asarray(args["x"])
+    axis = _axis(args["axis"] if args.get("axis") is not None else 0, x.ndim)
+    batch_dims = _int(args["batch_dims"]) if args.get("batch_dims") is not None else 0
+    indices = _gather_indices(args["indices"], x.shape[axis])
+    if batch_dims == 0:
+        return np.take(x, indices, axis=axis)
+    batch_shape = x.shape[:batch_dims]
+    flat_x = x.reshape((-1,) + x.shape[batch_dims:])
+    flat_i = indices.reshape((-1,) + indices.shape[batch_dims:])
+    parts = [np.take(xb, ib, axis=axis - batch_dims) for xb, ib in zip(flat_x, flat_i)]
+    stacked = np.stack(parts)
+    return stacked.reshape(batch_shape + stacked.shape[1:])
+
+
+@kernel("gather_along_axis")
+def gather_along_axis(op, args):
+    x = np.asarray(args["x"])
+    axis = _axis(args["axis"], x.ndim)
+    indices = _gather_indices(args["indices"], x.shape[axis])
+    return np.take_along_axis(x, indices, axis=axis)
+
+
+@kernel("fill")
+def fill(op, args):
+    value = args.get("value")
+    value = 0.0 if value is None else value
+    return np.full(_ints(args["shape"]), value, dtype=out_dtype(op))
+
+
+@kernel("fill_like")
+def fill_like(op, args):
+    value = args.get("value")
+    value = 0.0 if value is None else value
+    return np.full(np.asarray(args["ref_tensor"]).shape, value, dtype=out_dtype(op))
+
+
+@kernel("tile")
+def tile(op, args):
+    return np.tile(args["x"], _ints(args["reps"]))
+
+
+@kernel("reverse")
+def reverse(op, args):
+    x = np.asarray(args["x"])
+    axes = range(x.ndim) if args.get("axes") is None else _ints(args["axes"])
+    return np.flip(x, axis=tuple(_axis(a, x.ndim) for a in axes))
+
+
+@kernel("flatten2d")
+def flatten2d(op, args):
+    x = np.asarray(args["x"])
+    axis = _axis(args.get("axis") if args.get("axis") is not None else 1, x.ndim)
+    return x.reshape(math.prod(x.shape[:axis]), -1)
+
+
+@kernel("pad")
+def pad(op, args):
+    x = np.asarray(args["x"])
+    widths = _ints(args["pad"])
+    pairs = [(0, 0)] * (x.ndim - len(widths) // 2) + [
+        (widths[i], widths[i + 1]) for i in range(0, len(widths), 2)
+    ]
+    mode = str(args.get("mode") or "constant")
+    if mode == "constant":
+        value = args.get("constant_val")
+        return np.pad(x, pairs, mode="constant", constant_values=0 if value is None else value)
+    return np.pad(x, pairs, mode={"reflect": "reflect", "replicate": "edge"}[mode])
+
+
+@kernel("range_1d")
+def range_1d(op, args):
+    return np.arange(args["start"], args["end"], args["step"])
+
+
+# -- linear algebra and reductions ------------------------------------------------------------
+
+def _wide(x):
+    """fp16 products accumulate in fp32, as Core ML does."""
+    x = np.asarray(x)
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+@kernel("matmul")
+def matmul(op, args):
+    x, y = _wide(args["x"]), _wide(args["y"])
+    if args.get("transpose_x") is not None and bool(args["transpose_x"]) and x.ndim > 1:
+        x = np.swapaxes(x, -1, -2)
+    if args.get("transpose_y") is not None and bool(args["transpose_y"]) and y.ndim > 1:
+        y = np.swapaxes(y, -1, -2)
+    return np.matmul(x, y)
+
+
+@kernel("linear")
+def linear(op, args):
+    result = np.matmul(_wide(args["x"]), _wide(args["weight"]).T)
+    return result if args.get("bias") is None else result + _wide(args["bias"])
+
+
+def _reduce_axes(args, rank):
+    axes = args.get("axes")
+    if axes is None:
+        return tuple(range(rank))
+    return tuple(_axis(a, rank) for a in _ints(axes))
+
+
+def _keep(args) -> bool:
+    return args.get("keep_dims") is not None and bool(args["keep_dims"])
+
+
+_REDUCTIONS = {
+    "reduce_sum": lambda x, a, k: np.sum(x, axis=a, keepdims=k),
+    "reduce_mean": lambda x, a, k: np.mean(x, axis=a, keepdims=k),
+    "reduce_prod": lambda x, a, k: np.prod(x, axis=a, keepdims=k),
+    "reduce_max": lambda x, a, k: np.max(x, axis=a, keepdims=k),
+    "reduce_min": lambda x, a, k: np.min(x, axis=a, keepdims=k),
+    "reduce_l1_norm": lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k),
+    "reduce_l2_norm": lambda x, a, k: np.sqrt(np.sum(np.square(x), axis=a, keepdims=k)),
+    "reduce_sum_square": lambda x, a, k: np.sum(np.square(x), axis=a, keepdims=k),
+    "reduce_log_sum": lambda x, a, k: np.log(np.sum(x, axis=a, keepdims=k)),
+    "reduce_log_sum_exp": lambda x, a, k: _log_sum_exp(x, a, k),
+}
+
+
+def _log_sum_exp(x, axes, keep):
+    peak = np.max(x, axis=axes, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0)
+    total = np.log(np.sum(np.exp(x - peak), axis=axes, keepdims=True)) + peak
+    return total if keep else np.squeeze(total, axis=axes)
+
+
+@kernel(*_REDUCTIONS)
+def reduce(op, args):
+    x = np.asarray(args["x"])
+    with np.errstate(all="ignore"):
+        return _REDUCTIONS[op.op_type](_wide(x), _reduce_axes(args, x.ndim), _keep(args))
+
+
+@kernel("reduce_argmax", "reduce_argmin")
+def reduce_arg(op, args):
+    x = np.asarray(args["x"])
+    axis = _axis(args.get("axis") if args.get("axis") is not None else -1, x.ndim)
+    pick = np.argmax if op.op_type == "reduce_argmax" else np.argmin
+    result = pick(x, axis=axis)
+    return np.expand_dims(result, axis) if _keep(args) else result
+
+
+@kernel("softmax")
+def softmax(op, args):
+    x = _wide(args["x"])
+    axis = _axis(args.get("axis") if args.get("axis") is not None else -1, x.ndim)
+    shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return shifted / np.sum(shifted, axis=axis, keepdims=True)
+
