@@ -192,6 +192,8 @@ def identity(op, args):
 @kernel("concat")
 def concat(op, args):
     values = [np.asarray(v) for v in args["values"]]
+    if any(v.ndim == 0 for v in values):  # coremltools concatenates scalars as length-1 vectors
+        values = [np.atleast_1d(v) for v in values]
     axis = _axis(args["axis"], values[0].ndim)
     interleave = args.get("interleave")
     if interleave is not None and bool(interleave):
