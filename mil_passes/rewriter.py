@@ -40,14 +40,16 @@ class Refusal:
 
 
 class RewritePattern(ABC):
-    """One rule: ``match`` is pure and returns a match (any truthy value) or a :class:`Refusal`;
-    ``rewrite`` builds the replacement through the :class:`Rewriter`."""
+    """One rule: ``match`` is pure and returns a match (any truthy value), a :class:`Refusal`
+    (a candidate left unchanged, with the reason: logged and shown by ``--explain``) or ``None``
+    (not a candidate at all: nothing to report); ``rewrite`` builds the replacement through the
+    :class:`Rewriter`."""
 
     op_types: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def match(self, op: Operation) -> Any:
-        """Return what ``rewrite`` needs, or a :class:`Refusal`."""
+        """Return what ``rewrite`` needs, a :class:`Refusal`, or ``None`` (not a candidate)."""
 
     @abstractmethod
     def rewrite(self, op: Operation, match: Any, rewriter: "Rewriter") -> None:
@@ -93,8 +95,8 @@ def program_names(prog: Program) -> set[str]:
     for func in prog.functions.values():
         names.update(func.inputs.keys())
     for block in iter_blocks(prog):
-        for var in block.inputs:
-            names.add(var.name)
+        inputs = block.inputs.values() if isinstance(block.inputs, dict) else block.inputs
+        names.update(var.name for var in inputs)
         for op in block.operations:
             names.add(op.name)
             for out in op.outputs:
@@ -299,6 +301,8 @@ def apply_patterns(
                 continue
             for pattern in dispatch.get(op.op_type, ()):
                 match = pattern.match(op)
+                if match is None:
+                    continue
                 if isinstance(match, Refusal):
                     refusals[op] = match
                     continue
