@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from coremltools.converters.mil.mil import Operation, Program
+from coremltools.converters.mil.mil import Operation, Program, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from .reference.kernels.core import index_window
@@ -133,8 +133,9 @@ def _condition_findings(op: Operation) -> list[Finding]:
         if producer is not None and producer.op_type == "cast" and producer.dtype.val == "bool":
             findings.append(Finding(
                 "non-bool-condition", "warning", op.name,
-                f"{op.op_type} '{op.name}' reads {name} from cast '{producer.name}' of a "
-                f"{producer.x.dtype.__name__} value to bool (fix: webnn::canonicalize_uint8_select)",
+                f"{op.op_type} '{op.name}' reads {name} from cast '{producer.name}' of "
+                f"{types.builtin_to_string(producer.x.dtype)} to bool "
+                "(fix: webnn::canonicalize_uint8_select)",
             ))
     return findings
 

@@ -1,0 +1,80 @@
+"""The package surface: registration, PASS_NAMES, pipeline placement, CLI basics."""
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+import coremltools as ct
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
+import mil_passes
+from mil_passes.cli import main
+
+EXPECTED = (
+    "webnn::rename_duplicate_temporaries",
+    "webnn::canonicalize_uint8_select",
+    "webnn::fold_shape_ops",
+    "webnn::concat_slice_to_slice_concat",
+)
+
+
+def test_every_pass_is_registered_in_pipeline_order():
+    assert mil_passes.PASS_NAMES == EXPECTED
+    for name in mil_passes.PASS_NAMES:
+        assert PASS_REGISTRY[name] is not None
+
+
+def test_importing_twice_is_safe():
+    importlib.reload(importlib.import_module("mil_passes.passes"))
+    importlib.reload(mil_passes)
+    assert mil_passes.PASS_NAMES == EXPECTED
+
+
+def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
+    base = ct.PassPipeline.DEFAULT
+    before = list(base.passes)
+    names = mil_passes.pipeline(base).passes
+    assert list(base.passes) == before
+    assert [n for n in names if n.startswith("webnn::")] == list(EXPECTED)
+    assert names.index("webnn::rename_duplicate_temporaries") == 0
+    assert names.index("webnn::canonicalize_uint8_select") < names.index("common::select_optimization")
+    first_const_elimination = names.index("common::const_elimination")
+    for name in ("webnn::fold_shape_ops", "webnn::concat_slice_to_slice_concat"):
+        assert first_const_elimination < names.index(name) < names.index("common::remove_symbolic_reshape")
+    assert [n for n in names if not n.startswith("webnn::")] == before
+
+
+def test_pipeline_on_empty_base_is_the_package_passes_in_order():
+    assert tuple(mil_passes.pipeline(ct.PassPipeline.EMPTY).passes) == EXPECTED
+
+
+def test_pipeline_rejects_a_non_pipeline():
+    with pytest.raises(TypeError, match="PassPipeline, got list"):
+        mil_passes.pipeline(["common::dead_code_elimination"])
+
+
+def test_cli_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"mil-passes {mil_passes.__version__}"
+
+
+def test_cli_list_names_every_pass(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in EXPECTED:
+        assert name in out
+
+
+def test_console_script_runs_the_demo_on_a_small_example(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "mil_passes.cli", "demo", "--out", str(tmp_path), "--layers", "3", "--channels", "16"],
+        capture_output=True, text=True, check=True,
+    )
+    assert "windows the Neural Engine refuses: 3 before, 0 after" in result.stdout
+    assert "bit-identical" in result.stdout
+    assert (tmp_path / "streaming_cache.mlpackage").is_dir()
+    assert (tmp_path / "streaming_cache_fixed.mlpackage").is_dir()

@@ -1,0 +1,194 @@
+"""The shared rewriter: traversal of every block, batched replacement, names, dead ops, refusals."""
+
+import logging
+
+import numpy as np
+import pytest
+
+import coremltools as ct
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import Operation, types
+
+from mil_passes.rewriter import (
+    Refusal,
+    RewritePattern,
+    Rewriter,
+    apply_patterns,
+    iter_blocks,
+    iter_ops,
+    program_names,
+)
+from mil_passes.testing import assert_equivalent, op_counts
+
+IOS17 = ct.target.iOS17
+
+
+class DoubleReluToRelu(RewritePattern):
+    """``relu(relu(x))`` → ``relu(x)``; refuses when the inner relu has other uses."""
+
+    op_types = ("relu",)
+
+    def match(self, op):
+        inner = op.x.op
+        if inner is None or inner.op_type != "relu":
+            return None
+        if len(inner.outputs[0].child_ops) > 1:
+            return Refusal(op, "inner relu has other uses")
+        return inner
+
+    def rewrite(self, op, inner, rewriter):
+        rewriter.replace(op.outputs[0], inner.outputs[0])
+
+
+class AddZeroToIdentity(RewritePattern):
+    """``add(x, 0.0)`` → a new ``relu`` of ``x`` when x ≥ 0 is known (here: x is a relu)."""
+
+    op_types = ("add",)
+
+    def match(self, op):
+        if op.y.val is None or np.any(op.y.val != 0) or op.x.op is None or op.x.op.op_type != "relu":
+            return None
+        return True
+
+    def rewrite(self, op, match, rewriter):
+        rewriter.replace(op.outputs[0], rewriter.emit(op, "relu", op.name + "_relu", x=op.x))
+
+
+def triple_relu():
+    @mb.program(input_specs=[mb.TensorSpec((2, 3))], opset_version=IOS17)
+    def prog(x):
+        return mb.relu(x=mb.relu(x=mb.relu(x=x)), name="out")
+
+    return prog
+
+
+def test_rewrites_to_a_fixed_point_and_keeps_output_name():
+    prog = triple_relu()
+    result = apply_patterns(prog, [DoubleReluToRelu()], pass_name="test")
+    assert result.rewritten == 2 and result.removed_ops == 2
+    assert op_counts(prog) == {"relu": 1}
+    assert prog.functions["main"].outputs[0].name == "out"
+    prog.validate()
+    assert_equivalent(triple_relu(), prog)
+
+
+def test_created_ops_are_visited_again():
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec((4,))], opset_version=IOS17)
+        def prog(x):
+            return mb.relu(x=mb.add(x=mb.relu(x=x), y=0.0), name="out")
+
+        return prog
+
+    prog = build()
+    result = apply_patterns(prog, [AddZeroToIdentity(), DoubleReluToRelu()], pass_name="test")
+    # add → relu(relu(x)) (created), then relu(relu(relu(x))) folds twice.
+    assert op_counts(prog) == {"relu": 1}
+    assert result.rewritten == 3
+    assert_equivalent(build(), prog)
+
+
+def test_refusals_are_kept_and_logged(caplog):
+    @mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=IOS17)
+    def prog(x):
+        inner = mb.relu(x=x, name="inner")
+        return mb.relu(x=inner, name="outer"), mb.sub(x=inner, y=1.0)
+
+    with caplog.at_level(logging.DEBUG, logger="mil_passes"):
+        result = apply_patterns(prog, [DoubleReluToRelu()], pass_name="webnn::test")
+    assert result.rewritten == 0
+    assert [str(r) for r in result.refusals] == ["relu 'outer': inner relu has other uses"]
+    assert "webnn::test left relu 'outer': inner relu has other uses" in caplog.text
+
+
+def test_nested_blocks_are_rewritten():
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec((2,)), mb.TensorSpec((1,), dtype=types.bool)], opset_version=IOS17)
+        def prog(x, p):
+            return mb.cond(
+                pred=mb.squeeze(x=p),
+                _true_fn=lambda: mb.relu(x=mb.relu(x=x)),
+                _false_fn=lambda: mb.sub(x=x, y=1.0),
+                name="out",
+            )
+
+        return prog
+
+    prog = build()
+    assert apply_patterns(prog, [DoubleReluToRelu()], pass_name="test").rewritten == 1
+    assert op_counts(prog)["relu"] == 1
+    prog.validate()
+    for flag in (True, False):
+        assert_equivalent(build(), prog, inputs={"x": np.array([-1, 2], np.float32), "p": np.array([flag])})
+
+
+def test_function_output_replaced_by_a_function_input_gets_an_identity_with_its_name():
+    class OutputIsInput(RewritePattern):
+        op_types = ("relu",)
+
+        def match(self, op):
+            return True
+
+        def rewrite(self, op, match, rewriter):
+            rewriter.replace(op.outputs[0], op.x)
+
+    @mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=IOS17)
+    def prog(x):
+        return mb.relu(x=x, name="out")
+
+    apply_patterns(prog, [OutputIsInput()], pass_name="test")
+    func = prog.functions["main"]
+    assert [o.name for o in func.outputs] == ["out"]
+    assert op_counts(prog) == {"identity": 1}
+    assert list(func.inputs) == ["x"]
+
+
+def test_batched_replacement_sets_each_consumer_once(monkeypatch):
+    """N windows joined by one stack: one set_inputs on the stack, not N (FIELD_NOTES §2)."""
+    layers = 50
+
+    @mb.program(input_specs=[mb.TensorSpec((1, 4))], opset_version=IOS17)
+    def prog(x):
+        relus = [mb.relu(x=mb.relu(x=x)) for _ in range(layers)]
+        return mb.stack(values=relus, axis=0, name="out")
+
+    calls = []
+    original = Operation.set_inputs
+
+    def counting(self, *args, **kwargs):
+        calls.append(self.op_type)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Operation, "set_inputs", counting)
+    apply_patterns(prog, [DoubleReluToRelu()], pass_name="test")
+    assert calls.count("stack") == 1
+    assert op_counts(prog) == {"relu": layers, "stack": 1}
+
+
+def test_unique_names_avoid_every_existing_name():
+    prog = triple_relu()
+    names = program_names(prog)
+    assert {"x", "out"} <= names
+    rewriter = Rewriter(prog)
+    assert rewriter.unique_name("out") == "out_1"
+    assert rewriter.unique_name("out") == "out_2"
+    assert rewriter.unique_name("fresh") == "fresh"
+
+
+def test_replacing_a_var_twice_is_an_error():
+    prog = triple_relu()
+    ops = [op for op in iter_ops(prog) if op.op_type == "relu"]
+    rewriter = Rewriter(prog)
+    rewriter.replace(ops[2].outputs[0], ops[0].outputs[0])
+    with pytest.raises(ValueError, match="replaced twice"):
+        rewriter.replace(ops[2].outputs[0], ops[1].outputs[0])
+
+
+def test_iter_blocks_visits_nested_blocks_after_their_parent():
+    @mb.program(input_specs=[mb.TensorSpec((2,)), mb.TensorSpec((1,), dtype=types.bool)], opset_version=IOS17)
+    def prog(x, p):
+        return mb.cond(pred=mb.squeeze(x=p), _true_fn=lambda: mb.relu(x=x), _false_fn=lambda: mb.tanh(x=x))
+
+    blocks = list(iter_blocks(prog))
+    assert len(blocks) == 3 and blocks[0] is prog.functions["main"]
+    assert {op.op_type for op in iter_ops(prog)} >= {"cond", "relu", "tanh", "squeeze"}
