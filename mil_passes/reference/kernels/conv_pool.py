@@ -1,0 +1,299 @@
+"""Convolution and pooling kernels: conv, conv_transpose, max_pool, avg_pool, l2_pool.
+
+The spatial semantics are coremltools' op definitions (``ops/defs/iOS15/conv.py`` and
+``pool.py``; iOS17 only widens conv's weight/bias dtypes, iOS16 and iOS18 change nothing):
+
+- ``same`` pads a total of ``max(0, (ceil(d / s) - 1) * s + k_eff - d)`` per spatial dim, the odd
+  element after (bottom/right heavy); ``same_lower`` puts it before (top/left heavy), as the
+  NeuralNetwork backend maps them. ``pad`` is read only when ``pad_type`` is ``custom``.
+- ``conv_transpose`` is the adjoint of ``conv`` with the same parameters: output position ``o``
+  is position ``o + pad_before`` of the uncropped result (zero, plus bias, beyond it).
+  ``same`` pads are computed on the output size, as TensorFlow does.
+- ``ceil_mode`` follows coremltools' output-size rule, and avg_pool divides like PyTorch: by
+  the window clipped to the padded input, or to ``x`` alone when
+  ``exclude_padding_from_average``. A pooling window that holds no element of ``x`` (padding
+  of ``k`` or more, or a ``ceil_mode`` window starting past ``x``) raises: Core ML's value for
+  it is unspecified, and PyTorch drops or forbids such windows.
+
+Precision: products and sums are computed in float64 and rounded once to the declared dtype
+(fp16 or fp32), so results do not depend on summation order.
+
+Vectorized: conv is im2col (a strided window view) and one batched matmul per call;
+conv_transpose is one matmul plus a strided add per kernel offset. No loop visits output pixels.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ..errors import UnsupportedOpError
+from . import kernel
+
+Pads = list[tuple[int, int]]
+
+
+def _int_list(value, rank: int, default: int) -> list[int]:
+    if value is None:
+        return [default] * rank
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _pad_type(op, args) -> str:
+    pad_type = args.get("pad_type")
+    pad_type = "valid" if pad_type is None else str(pad_type).lower()
+    if pad_type not in ("valid", "custom", "same", "same_lower"):
+        raise UnsupportedOpError(op.op_type, op.name, f"unknown pad_type '{pad_type}'")
+    return pad_type
+
+
+def spatial_pads(
+    op, pad_type: str, pad, sizes: list[int], kernel_sizes: list[int], strides: list[int]
+) -> Pads:
+    """(before, after) padding per spatial dim of an input of ``sizes`` (dilated kernel sizes)."""
+    rank = len(sizes)
+    if pad_type == "valid":
+        return [(0, 0)] * rank
+    if pad_type == "custom":
+        values = _int_list(pad, 2 * rank, 0)
+        if len(values) != 2 * rank or min(values) < 0:
+            raise UnsupportedOpError(
+                op.op_type, op.name, f"pad {values} is not {2 * rank} non-negative sizes"
+            )
+        return [(values[2 * i], values[2 * i + 1]) for i in range(rank)]
+    pads = []
+    for size, k, s in zip(sizes, kernel_sizes, strides):
+        total = max(0, (math.ceil(size / s) - 1) * s + k - size)
+        small, large = total // 2, total - total // 2
+        pads.append((small, large) if pad_type == "same" else (large, small))
+    return pads
+
+
+def _as_float64(value) -> np.ndarray:
+    return np.asarray(value, dtype=np.float64)
+
+
+def _spatial_axes(rank: int) -> tuple[int, ...]:
+    return tuple(range(2, 2 + rank))
+
+
+# -- conv ----------------------------------------------------------------------------------------
+
+
+@kernel("conv")
+def conv(op, args) -> np.ndarray:
+    """``conv``: grouped N-d cross-correlation (1-D to 3-D), im2col then a batched matmul."""
+    x, weight = _as_float64(args["x"]), _as_float64(args["weight"])
+    rank = x.ndim - 2
+    batch, c_in = x.shape[:2]
+    c_out, c_group = weight.shape[:2]
+    kernel_sizes = list(weight.shape[2:])
+    strides = _int_list(args.get("strides"), rank, 1)
+    dilations = _int_list(args.get("dilations"), rank, 1)
+    groups = int(args["groups"]) if args.get("groups") is not None else 1
+    if c_in != c_group * groups or c_out % groups:
+        raise UnsupportedOpError(
+            op.op_type, op.name,
+            f"x has {c_in} channels, weight {list(weight.shape)}, groups {groups}",
+        )
+    dilated = [(k - 1) * d + 1 for k, d in zip(kernel_sizes, dilations)]
+    sizes = list(x.shape[2:])
+    pads = spatial_pads(op, _pad_type(op, args), args.get("pad"), sizes, dilated, strides)
+    padded = np.pad(x, [(0, 0), (0, 0)] + pads)
+    out_sizes = [(n - k) // s + 1 for n, k, s in zip(padded.shape[2:], dilated, strides)]
+    if min(out_sizes) <= 0:
+        raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
+
+    # windows: [N, C_in, *out, *K] as a strided view of the padded input.
+    windows = sliding_window_view(padded, dilated, axis=_spatial_axes(rank))
+    windows = windows[
+        (slice(None), slice(None))
+        + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out_sizes, strides))
+        + tuple(slice(None, None, d) for d in dilations)
+    ]
+    out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
+    # columns: [groups, N * out, C_in/groups * K]
+    columns = windows.reshape(batch, groups, c_group, out_count, kernel_count)
+    columns = columns.transpose(1, 0, 3, 2, 4)
+    columns = columns.reshape(groups, batch * out_count, c_group * kernel_count)
+    filters = weight.reshape(groups, c_out // groups, c_group * kernel_count).transpose(0, 2, 1)
+    result = np.matmul(columns, filters)  # [groups, N * out, C_out/groups]
+    result = result.reshape(groups, batch, out_count, c_out // groups).transpose(1, 0, 3, 2)
+    result = result.reshape(batch, c_out, *out_sizes)
+    return _add_bias(result, args.get("bias"))
+
+
+def _add_bias(result: np.ndarray, bias) -> np.ndarray:
+    if bias is None:
+        return result
+    return result + _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2))
+
+
+# -- conv_transpose ------------------------------------------------------------------------------
+
+
+@kernel("conv_transpose")
+def conv_transpose(op, args) -> np.ndarray:
+    """``conv_transpose``: the adjoint of ``conv``; weight is ``[C_in, C_out/groups, *K]``."""
+    x, weight = _as_float64(args["x"]), _as_float64(args["weight"])
+    rank = x.ndim - 2
+    batch, c_in = x.shape[:2]
+    in_sizes = list(x.shape[2:])
+    c_group_out = weight.shape[1]
+    kernel_sizes = list(weight.shape[2:])
+    strides = _int_list(args.get("strides"), rank, 1)
+    dilations = _int_list(args.get("dilations"), rank, 1)
+    groups = int(args["groups"]) if args.get("groups") is not None else 1
+    if weight.shape[0] != c_in or c_in % groups:
+        raise UnsupportedOpError(
+            op.op_type, op.name,
+            f"x has {c_in} channels, weight {list(weight.shape)}, groups {groups}",
+        )
+    c_group_in, c_out = c_in // groups, c_group_out * groups
+    dilated = [(k - 1) * d + 1 for k, d in zip(kernel_sizes, dilations)]
+    full_sizes = [(n - 1) * s + k for n, s, k in zip(in_sizes, strides, dilated)]
+    out_sizes, before = _transpose_geometry(op, args, in_sizes, full_sizes, dilated, strides)
+
+    # contributions: [N, groups, C_out/groups, *in, *K] from one matmul over input channels.
+    in_count, kernel_count = math.prod(in_sizes), math.prod(kernel_sizes)
+    rows = x.reshape(batch, groups, c_group_in, in_count).transpose(1, 0, 3, 2)
+    taps = weight.reshape(groups, c_group_in, c_group_out * kernel_count)
+    contributions = np.matmul(rows, taps[:, None])  # [groups, N, in, C_out/groups * K]
+    contributions = contributions.reshape(groups, batch, *in_sizes, c_group_out, *kernel_sizes)
+    contributions = contributions.transpose(  # [N, groups, C_out/groups, *in, *K]
+        1, 0, 2 + rank, *range(2, 2 + rank), *range(3 + rank, 3 + 2 * rank)
+    )
+
+    full = np.zeros((batch, groups, c_group_out, *full_sizes))
+    for offset in itertools.product(*(range(k) for k in kernel_sizes)):
+        target = tuple(
+            slice(k * d, k * d + (n - 1) * s + 1, s)
+            for k, d, n, s in zip(offset, dilations, in_sizes, strides)
+        )
+        full[(Ellipsis,) + target] += contributions[(Ellipsis,) + offset]
+
+    result = np.zeros((batch, groups, c_group_out, *out_sizes))
+    source, target = [], []
+    for b, n, o in zip(before, full_sizes, out_sizes):
+        stop = min(n, b + o)
+        source.append(slice(b, max(b, stop)))
+        target.append(slice(0, max(0, stop - b)))
+    result[(Ellipsis,) + tuple(target)] = full[(Ellipsis,) + tuple(source)]
+    return _add_bias(result.reshape(batch, c_out, *out_sizes), args.get("bias"))
+
+
+def _transpose_geometry(
+    op, args, in_sizes, full_sizes, dilated, strides
+) -> tuple[list[int], list[int]]:
+    """Output spatial sizes and the crop before each dim of the uncropped result."""
+    rank = len(in_sizes)
+    pad_type = _pad_type(op, args)
+    output_shape = args.get("output_shape")
+    if output_shape is not None:
+        out_sizes = _int_list(output_shape, rank + 2, 0)[2:]
+    elif pad_type in ("same", "same_lower"):
+        out_sizes = [n * s for n, s in zip(in_sizes, strides)]
+    else:
+        pads = spatial_pads(op, pad_type, args.get("pad"), in_sizes, dilated, strides)
+        out_sizes = [n - b - a for n, (b, a) in zip(full_sizes, pads)]
+    if len(out_sizes) != rank or min(out_sizes) <= 0:
+        raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
+    pads = spatial_pads(op, pad_type, args.get("pad"), out_sizes, dilated, strides)
+    return out_sizes, [b for b, _ in pads]
+
+
+# -- pooling -------------------------------------------------------------------------------------
+
+
+def _pool_out_size(size: int, total_pad: int, k: int, s: int, ceil_mode: bool) -> int:
+    """coremltools' ``spatial_dimensions_out_shape`` for one dim."""
+    if not ceil_mode:
+        return (size + total_pad - k) // s + 1
+    out = (size + total_pad - k + s - 1) // s + 1
+    if total_pad > 0 and 2 * (out - 1) * s >= 2 * size + total_pad:
+        out -= 1
+    return out
+
+
+def _pool_windows(op, args, fill: float):
+    """Windows ``[N, C, *out, *K]`` of ``x`` padded with ``fill``, plus per-dim window counts.
+
+    The counts are, per spatial dim and output position, how many window elements lie in ``x``
+    and how many lie in ``x`` plus its padding (what an average divides by).
+    """
+    x = _as_float64(args["x"])
+    rank = x.ndim - 2
+    kernel_sizes = _int_list(args["kernel_sizes"], rank, 1)
+    strides = _int_list(args.get("strides"), rank, 1)
+    ceil_mode = bool(args.get("ceil_mode") or False)
+    sizes = list(x.shape[2:])
+    pads = spatial_pads(op, _pad_type(op, args), args.get("pad"), sizes, kernel_sizes, strides)
+    out_sizes = [
+        _pool_out_size(n, b + a, k, s, ceil_mode)
+        for n, (b, a), k, s in zip(sizes, pads, kernel_sizes, strides)
+    ]
+    if min(out_sizes) <= 0:
+        raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
+    # Pad before as declared; after, as far as the last window reaches (ceil_mode may reach past).
+    reach = [(o - 1) * s + k for o, s, k in zip(out_sizes, strides, kernel_sizes)]
+    widths = [(b, max(0, r - b - n)) for (b, _), r, n in zip(pads, reach, sizes)]
+    padded = np.pad(x, [(0, 0), (0, 0)] + widths, constant_values=fill)
+    windows = sliding_window_view(padded, kernel_sizes, axis=_spatial_axes(rank))
+    windows = windows[
+        (slice(None), slice(None))
+        + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out_sizes, strides))
+    ]
+    in_x, in_padded = [], []
+    for n, (b, a), k, s, o in zip(sizes, pads, kernel_sizes, strides, out_sizes):
+        start = np.arange(o) * s - b
+        stop = start + k
+        in_x.append(np.maximum(0, np.minimum(stop, n) - np.maximum(start, 0)))
+        in_padded.append(np.minimum(stop, n + a) - start)
+    for axis, counts in enumerate(in_x):
+        if not counts.all():
+            empty = int(np.flatnonzero(counts == 0)[0])
+            raise UnsupportedOpError(
+                op.op_type, op.name,
+                f"window {empty} of spatial dim {axis} covers no element of x "
+                "(padding or ceil_mode reach past it); Core ML's value there is unspecified",
+            )
+    return windows, in_x, in_padded
+
+
+def _outer(counts: list[np.ndarray]) -> np.ndarray:
+    product = np.ones(())
+    for c in counts:
+        product = np.multiply.outer(product, c.astype(np.float64))
+    return product
+
+
+def _window_axes(windows: np.ndarray) -> tuple[int, ...]:
+    rank = (windows.ndim - 2) // 2
+    return tuple(range(2 + rank, 2 + 2 * rank))
+
+
+@kernel("max_pool")
+def max_pool(op, args) -> np.ndarray:
+    """``max_pool``: the maximum of each window; padding never wins (it is -inf)."""
+    windows, _, _ = _pool_windows(op, args, fill=-np.inf)
+    return windows.max(axis=_window_axes(windows))
+
+
+@kernel("avg_pool")
+def avg_pool(op, args) -> np.ndarray:
+    """``avg_pool``: zero padding; divides by the window's size within ``x`` and its padding
+    (within ``x`` alone when ``exclude_padding_from_average``)."""
+    windows, in_x, in_padded = _pool_windows(op, args, fill=0.0)
+    exclude = bool(args.get("exclude_padding_from_average") or False)
+    counts = in_x if exclude else in_padded
+    return windows.sum(axis=_window_axes(windows)) / _outer(counts)
+
+
+@kernel("l2_pool")
+def l2_pool(op, args) -> np.ndarray:
+    """``l2_pool``: ``sqrt(sum(x ** 2))`` over each window, zero padding."""
+    windows, _, _ = _pool_windows(op, args, fill=0.0)
+    return np.sqrt(np.square(windows).sum(axis=_window_axes(windows)))
