@@ -215,7 +215,8 @@ def index_window(shape, begin, end, stride, begin_mask, end_mask, squeeze_mask):
     index, squeezed = [], []
     for axis in range(rank):
         if squeeze_mask[axis]:
-            start = begin[axis] + (shape[axis] if begin[axis] < 0 else 0)
+            first = 0 if begin_mask[axis] else begin[axis]  # a masked begin is 0, as in coremltools
+            start = first + (shape[axis] if first < 0 else 0)
             index.append(slice(start, start + 1, 1))
             squeezed.append(axis)
             continue
@@ -345,14 +346,6 @@ def gather(op, args):
     parts = [np.take(xb, ib, axis=axis - batch_dims) for xb, ib in zip(flat_x, flat_i)]
     stacked = np.stack(parts)
     return stacked.reshape(batch_shape + stacked.shape[1:])
-
-
-@kernel("gather_along_axis")
-def gather_along_axis(op, args):
-    x = np.asarray(args["x"])
-    axis = _axis(args["axis"], x.ndim)
-    indices = _gather_indices(args["indices"], x.shape[axis])
-    return np.take_along_axis(x, indices, axis=axis)
 
 
 @kernel("fill")
