@@ -292,19 +292,20 @@ def apply_patterns(
         for op_type in pattern.op_types:
             dispatch.setdefault(op_type, []).append(pattern)
     result = RewriteResult()
-    refusals: dict[Operation, Refusal] = {}
+    refusals: dict[Operation, list[Refusal]] = {}
     rewriter = Rewriter(prog)
     worklist = [op for op in iter_ops(prog) if op.op_type in dispatch]
     while worklist:
         for op in worklist:
             if op.enclosing_block is None:
                 continue
+            refusals.pop(op, None)
             for pattern in dispatch.get(op.op_type, ()):
                 match = pattern.match(op)
                 if match is None:
                     continue
                 if isinstance(match, Refusal):
-                    refusals[op] = match
+                    refusals.setdefault(op, []).append(match)
                     continue
                 refusals.pop(op, None)
                 pattern.rewrite(op, match, rewriter)
@@ -321,7 +322,7 @@ def apply_patterns(
                     if nested.op_type in dispatch:
                         revisit[nested] = None
         worklist = list(revisit)
-    result.refusals = [r for op, r in refusals.items() if op.enclosing_block is not None]
+    result.refusals = [r for op, found in refusals.items() if op.enclosing_block is not None for r in found]
     for refusal in result.refusals:
         logger.debug("%s left %s", pass_name, refusal)
     return result

@@ -1,0 +1,200 @@
+"""webnn::canonicalize_uint8_select — WebNN's uint8 booleans into the bool conditions MIL requires.
+
+WebNN booleans are uint8 (nonzero is true), so a converter wraps every comparison and logical op
+in casts; MIL wants ``select.cond`` and ``logical_*`` inputs straight from a bool producer.
+
+Given (what a WebNN converter emits for ``where(logical_and(greater(x, y), z), ones, zeros)``)::
+
+    %gt_bool: (2, 2, bool) = greater(x=%x, y=%y)
+    %gt: (2, 2, uint8) = cast(x=%gt_bool, dtype="uint8")
+    %gt_in: (2, 2, bool) = cast(x=%gt, dtype="bool")
+    %z_bool: (2, 2, bool) = cast(x=%z, dtype="bool")
+    %and_bool: (2, 2, bool) = logical_and(x=%gt_in, y=%z_bool)
+    %and: (2, 2, uint8) = cast(x=%and_bool, dtype="uint8")
+    %cond: (2, 2, bool) = cast(x=%and, dtype="bool")
+    %out: (2, 2, fp32) = select(cond=%cond, a=%ones, b=%zeros)
+
+Result::
+
+    %gt_bool: (2, 2, bool) = greater(x=%x, y=%y)
+    %z_truthy: (2, 2, bool) = not_equal(x=%z, y=0.0)
+    %and_bool: (2, 2, bool) = logical_and(x=%gt_bool, y=%z_truthy)
+    %out: (2, 2, fp32) = cast(x=%and_bool, dtype="fp32")
+
+The rules (each a pattern below):
+
+1. ``cast(x, "bool")`` where ``x`` is a chain of numeric casts of a bool ``%b``
+   (``%b → uint8/int8/int16/uint16/int32/fp16/fp32 → … → bool``) → ``%b``. Every numeric dtype
+   holds 0 and 1 exactly, so each hop is lossless; any other op in the chain stops the match.
+2. Any other ``cast(x, "bool")`` → ``not_equal(x, 0)``: NaN is true and −0 false, as in WebNN
+   (and numpy's ``astype(bool)``). int8/uint8/int16/uint16, which MIL comparisons refuse, are
+   first cast to int32 (``%x_int32``).
+3. ``select(cond=logical_not(%c), a=%a, b=%b)`` → ``select(cond=%c, a=%b, b=%a)``;
+   ``logical_not(logical_not(%c))`` → ``%c``.
+4. ``select(cond=%c, a=1, b=0)`` with constant all-ones / all-zeros (+0) numeric operands and the
+   output shaped like ``%c`` → ``cast(%c, dtype)``; ``a=0, b=1`` → ``cast(logical_not(%c), dtype)``.
+
+Ops that other ops still read (a cast of a bool that is also an output) stay; only uses move.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from coremltools.converters.mil.mil import Operation, Var, types
+
+from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from . import register
+
+#: Dtypes MIL comparisons accept; narrower ints are cast to int32 before ``not_equal``.
+COMPARABLE_DTYPES = (types.fp16, types.fp32, types.int32)
+
+
+def _casts_to_bool(op: Operation) -> bool:
+    return op.dtype.val == "bool"
+
+
+def bool_source(var: Var) -> Var | None:
+    """The bool ``var`` is a chain of casts of (``var`` itself if bool), or None."""
+    while not types.is_bool(var.dtype):
+        producer = var.op
+        if producer is None or producer.op_type != "cast":
+            return None
+        var = producer.x
+    return var
+
+
+def _shape_of(var: Var) -> tuple | None:
+    """The shape of a tensor, None for a scalar."""
+    return tuple(var.shape) if types.is_tensor(var.sym_type) else None
+
+
+def _all_equal(value: Any, number: int) -> bool:
+    """Every element equals ``number``; zeros must be +0 (``cast`` never makes −0)."""
+    array = np.asarray(value)
+    return bool(np.all(array == number)) and not (number == 0 and np.any(np.signbit(array)))
+
+
+class CastRoundTripToBool(RewritePattern):
+    """Rule 1: ``cast(x, "bool")`` of numeric casts of a bool → that bool."""
+
+    op_types = ("cast",)
+
+    def match(self, op: Operation) -> Var | Refusal:
+        if not _casts_to_bool(op):
+            return Refusal(op, f"casts to {op.dtype.val}, not bool")
+        source = bool_source(op.x)
+        if source is None:
+            return Refusal(op, f"x '{op.x.name}' is not a chain of casts of a bool")
+        return source
+
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
+        rewriter.replace(op.outputs[0], match)
+
+
+class CastToBoolAsNotEqual(RewritePattern):
+    """Rule 2: ``cast(x, "bool")`` → ``not_equal(x, 0)`` (narrow ints through int32)."""
+
+    op_types = ("cast",)
+
+    def match(self, op: Operation) -> Var | Refusal:
+        if not _casts_to_bool(op):
+            return Refusal(op, f"casts to {op.dtype.val}, not bool")
+        if types.is_bool(op.x.dtype):
+            return Refusal(op, f"x '{op.x.name}' is already bool")
+        return op.x
+
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
+        x = match
+        if x.dtype not in COMPARABLE_DTYPES:
+            x = rewriter.emit(op, "cast", f"{match.name}_int32", x=x, dtype="int32")
+        zero = np.zeros((), dtype=types.nptype_from_builtin(x.dtype))
+        truthy = rewriter.emit(op, "not_equal", f"{match.name}_truthy", x=x, y=zero)
+        rewriter.replace(op.outputs[0], truthy)
+
+
+class SelectOfOnesZeros(RewritePattern):
+    """Rule 4: ``select(c, 1, 0)`` → ``cast(c, dtype)``, ``select(c, 0, 1)`` → the cast of
+    ``logical_not(c)``."""
+
+    op_types = ("select",)
+
+    def match(self, op: Operation) -> bool | Refusal:
+        out = op.outputs[0]
+        if types.is_bool(out.dtype):
+            return Refusal(op, "selects bool values, not numbers")
+        if op.a.val is None or op.b.val is None:
+            return Refusal(op, "a or b is not a constant")
+        if _all_equal(op.a.val, 1) and _all_equal(op.b.val, 0):
+            negate = False
+        elif _all_equal(op.a.val, 0) and _all_equal(op.b.val, 1):
+            negate = True
+        else:
+            return Refusal(op, "a and b are not all-ones and all-(+0) zeros")
+        if _shape_of(op.cond) != _shape_of(out):
+            return Refusal(
+                op, f"cond's shape {_shape_of(op.cond)} is not the output's {_shape_of(out)}"
+            )
+        return (negate,)
+
+    def rewrite(self, op: Operation, match: tuple[bool], rewriter: Rewriter) -> None:
+        (negate,) = match
+        out = op.outputs[0]
+        dtype = types.builtin_to_string(out.dtype)
+        cond = op.cond
+        if negate:
+            cond = rewriter.emit(op, "logical_not", f"{cond.name}_not", x=cond)
+        result = rewriter.emit(op, "cast", f"{cond.name}_{dtype}", x=cond, dtype=dtype)
+        rewriter.replace(out, result)
+
+
+class SelectOfLogicalNot(RewritePattern):
+    """Rule 3: ``select(logical_not(c), a, b)`` → ``select(c, b, a)``."""
+
+    op_types = ("select",)
+
+    def match(self, op: Operation) -> Var | Refusal:
+        producer = op.cond.op
+        if producer is None or producer.op_type != "logical_not":
+            return Refusal(op, f"cond '{op.cond.name}' is not a logical_not")
+        return producer.x
+
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
+        out = op.outputs[0]
+        swapped = rewriter.emit(op, "select", f"{out.name}_swapped", cond=match, a=op.b, b=op.a)
+        rewriter.replace(out, swapped)
+
+
+class DoubleLogicalNot(RewritePattern):
+    """Rule 3: ``logical_not(logical_not(c))`` → ``c``."""
+
+    op_types = ("logical_not",)
+
+    def match(self, op: Operation) -> Var | Refusal:
+        producer = op.x.op
+        if producer is None or producer.op_type != "logical_not":
+            return Refusal(op, f"x '{op.x.name}' is not a logical_not")
+        return producer.x
+
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
+        rewriter.replace(op.outputs[0], match)
+
+
+@register("canonicalize_uint8_select")
+class CanonicalizeUint8Select(PatternPass):
+    """Make every ``select.cond`` and logical-op input come straight from a bool producer."""
+
+    name = "webnn::canonicalize_uint8_select"
+
+    def patterns(self) -> list[RewritePattern]:
+        # Order matters per op type: a round trip is resolved before a cast becomes a
+        # comparison, and select(c, 1, 0) becomes a cast before its logical_not is swapped away
+        # (the cast reuses an existing logical_not instead of adding one).
+        return [
+            CastRoundTripToBool(),
+            CastToBoolAsNotEqual(),
+            SelectOfOnesZeros(),
+            SelectOfLogicalNot(),
+            DoubleLogicalNot(),
+        ]
