@@ -4,7 +4,14 @@
 ``PassPipeline`` with them in place.
 """
 
-from ._version import __version__
-from .pipeline import PASS_NAMES, pipeline
+import logging as _logging
+
+# coremltools warns at import that Core ML's runtime is missing (always, off macOS) and that torch is
+# newer than it tested; neither is about this package. Other coremltools warnings still show.
+_NOISE = ("Failed to load _ML", "has not been tested with coremltools")
+_logging.getLogger("coremltools").addFilter(lambda record: not any(n in str(record.msg) for n in _NOISE))
+
+from ._version import __version__  # noqa: E402
+from .pipeline import PASS_NAMES, pipeline  # noqa: E402
 
 __all__ = ["__version__", "PASS_NAMES", "pipeline"]

@@ -1,18 +1,119 @@
-"""The ``mil-passes`` command."""
+"""The ``mil-passes`` command: lint and fix Core ML models (ML Programs) as they are on disk.
+
+Exit status: 0 done (``lint``: no error finding; ``optimize``/``demo``: written, no error left);
+1 ``lint`` found an error (``optimize``: written, but an error finding is left); 2 nothing done:
+a bad path, model or option, said in one line on stderr; 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import sys
+import warnings
+from typing import Callable, TextIO
 
 from ._version import __version__
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def progress_enabled(quiet: bool, stream: TextIO | None = None) -> bool:
+    """A progress bar only for a person watching: not with ``--quiet``, not when stdout is piped."""
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return not quiet and callable(isatty) and bool(isatty())
+
+
+class Progress:
+    """A tqdm bar on stderr advanced by ``step(label)`` as each step starts."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, disable=not enabled, file=sys.stderr, leave=False, unit="step")
+        self.started = False
+
+    def __call__(self, label: str) -> None:
+        if self.started:
+            self.bar.update(1)
+        self.started = True
+        self.bar.set_description(label)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _steps(pass_count: int) -> int:
+    return 1 + pass_count + 1 + 2  # read, passes, cleanup, write, check
+
+
+def _optimize(args: argparse.Namespace) -> int:
+    from .json_output import optimize_json
+    from .optimize import explain, format_report, resolve_pass_names
+    from .package_run import optimize_package
+
+    names = resolve_pass_names(args.passes)
+    progress = Progress(_steps(len(names)), progress_enabled(args.quiet or args.json))
+    try:
+        run = optimize_package(args.input, args.output, names, force=args.force, on_step=progress)
+    finally:
+        progress.close()
+    errors_left = any(f.severity == "error" for f in run.report.findings_after)
+    if args.json:
+        print(json.dumps(optimize_json(run), indent=2))
+        return EXIT_FINDINGS if errors_left else EXIT_OK
+    print(f"optimize {run.source} -> {run.output}")
+    print()
+    print(format_report(run.report))
+    if args.explain:
+        print()
+        print(explain(run.report))
+    print()
+    _print_findings("left", run.report.findings_after)
+    print(f"wrote {run.output} ({run.seconds:.2f} s)")
+    return EXIT_FINDINGS if errors_left else EXIT_OK
+
+
+def _print_findings(when: str, findings) -> None:
+    if not findings:
+        print(f"findings {when}: none")
+        return
+    print(f"findings {when}:")
+    for finding in findings:
+        print(f"  {finding}")
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from .json_output import lint_json
+    from .lint import SEVERITIES
+    from .mlpackage import read
+
+    findings = read(args.input).lint()
+    if args.json:
+        print(json.dumps(lint_json(args.input, findings), indent=2))
+    else:
+        for finding in findings:
+            print(finding)
+        counts = ", ".join(_count(sum(f.severity == s for f in findings), s) for s in SEVERITIES)
+        print(f"{args.input}: {counts}" if findings else f"{args.input}: no findings")
+    return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    print(run_demo(args.out, layers=args.layers, channels=args.channels))
-    return 0
+    progress = Progress(_steps(4), progress_enabled(args.quiet))
+    try:
+        print(run_demo(args.out, layers=args.layers, channels=args.channels, on_step=progress))
+    finally:
+        progress.close()
+    return EXIT_OK
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -23,26 +124,83 @@ def _list(args: argparse.Namespace) -> int:
     for name in PASS_NAMES:
         doc = (type(PASS_REGISTRY[name]).__doc__ or "").strip().splitlines()
         print(f"{name:42s} {doc[0] if doc else ''}")
-    return 0
+    return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mil-passes", description=__doc__)
+    parser = argparse.ArgumentParser(prog="mil-passes", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"mil-passes {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="fix the built-in streaming-cache example and show what changed")
-    demo.add_argument("--out", default="demo_out", help="folder for the packages (default: demo_out)")
-    demo.add_argument("--layers", type=int, default=24)
-    demo.add_argument("--channels", type=int, default=1024)
-    demo.set_defaults(run=_demo)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    optimize = commands.add_parser("optimize", help="run the passes on a model and write the fixed one")
+    optimize.add_argument("input", metavar="IN", help="an .mlpackage, or an .mlmodel holding an ML Program")
+    optimize.add_argument("-o", "--output", metavar="OUT", required=True, help="the .mlpackage to write")
+    optimize.add_argument("--pass", dest="passes", metavar="NAME", action="append",
+                          help="run only this pass (repeatable; default: all, in pipeline order)")
+    optimize.add_argument("--explain", action="store_true", help="say why each refused match was left")
+    optimize.add_argument("--json", action="store_true", help="print the report as JSON (mil-passes/optimize/1)")
+    optimize.add_argument("--force", action="store_true", help="replace OUT (or IN) if it exists")
+    optimize.add_argument("--quiet", action="store_true", help="no progress bar")
+    optimize.set_defaults(run=_optimize)
+
+    lint = commands.add_parser("lint", help="what Core ML would refuse or hide in a model")
+    lint.add_argument("input", metavar="IN", help="an .mlpackage, or an .mlmodel holding an ML Program")
+    lint.add_argument("--json", action="store_true", help="print the findings as JSON (mil-passes/lint/1)")
+    lint.set_defaults(run=_lint)
+
     listing = commands.add_parser("list", help="the passes, in pipeline order")
     listing.set_defaults(run=_list)
+
+    demo = commands.add_parser("demo", help="fix the built-in streaming-cache example and show what changed")
+    demo.add_argument("--out", default="demo_out", help="folder for the packages (default: demo_out)")
+    demo.add_argument("--layers", type=_positive, default=24)
+    demo.add_argument("--channels", type=_positive, default=1024)
+    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.set_defaults(run=_demo)
     return parser
+
+
+def _quiet_coremltools() -> None:
+    """coremltools warns at import about the missing Core ML runtime and the torch version."""
+    logging.getLogger("coremltools").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"coremltools(\.|$)")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    _quiet_coremltools()
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("mil-passes: interrupted; nothing written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as error:  # noqa: BLE001 - sorted below: users' mistakes get one line
+        message = _user_error(error)
+        if message is None:
+            raise
+        print(f"mil-passes: error: {message}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _user_error(error: Exception) -> str | None:
+    """One line for what a user can cause; None for a bug (the traceback is then wanted)."""
+    from .optimize import UnknownPass
+    from .package_files import PackageError
+
+    if isinstance(error, (PackageError, UnknownPass)):
+        return str(error)
+    if isinstance(error, OSError):
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror or error}"
+    return None
 
 
 if __name__ == "__main__":

@@ -2,17 +2,20 @@
 
 | rule | severity | evidence |
 |---|---|---|
-| ``ane-refused-slice-of-concat`` | error | FIELD_NOTES §1: the Neural Engine compiler refuses the program |
+| ``ane-refused-slice-of-concat`` | error | FIELD_NOTES §1: the Neural Engine compiler refuses it |
 | ``slice-of-concat`` | warning | any other window cut from a concat's output on its axis |
-| ``non-bool-condition`` | warning | a cast to bool feeding ``select`` or a logical op (WebNN uint8) |
-| ``runtime-shape`` | info | a ``shape`` op that survives, with the reason |
+| ``non-bool-condition`` | warning | a cast to bool feeding ``select`` or a logical op (WebNN uint8, §1) |
+| ``runtime-shape`` | info | a ``shape`` op that survives, with the reason (§1, §2 Shapes) |
+| ``duplicate-name`` | error | ``protobuf_check``: a reloaded package reads the wrong definition (§2) |
+| ``declared-type-mismatch`` | error | ``declared_types``: Core ML rejected the pywebnn MobileNetV2 (§1) |
 
-``duplicate-name`` and ``declared-type-mismatch`` come from reading the protobuf (``mlpackage``).
+The last two come from reading a model's protobuf (``mlpackage.read``), not from a Program.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Iterable
 
 from coremltools.converters.mil.mil import Operation, Program, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
@@ -158,6 +161,11 @@ RULES = {
 }
 
 
+def by_severity(findings: Iterable[Finding]) -> list[Finding]:
+    """Errors first, then warnings, then infos; stable within each."""
+    return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
+
+
 def lint(prog: Program) -> list[Finding]:
     """Every finding in ``prog`` (all functions, nested blocks included), errors first."""
     if not isinstance(prog, Program):
@@ -167,4 +175,4 @@ def lint(prog: Program) -> list[Finding]:
         rule = RULES.get(op.op_type)
         if rule is not None:
             findings.extend(rule(op))
-    return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
+    return by_severity(findings)

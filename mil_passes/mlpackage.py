@@ -1,19 +1,268 @@
-"""Reading and writing ``.mlpackage`` files."""
+"""Core ML models to pymil and back: ``.mlpackage`` folders, or ``.mlmodel`` files holding an ML Program.
+
+``read(path)`` checks the files (``package_files``: paths stay inside the package, weight
+references fit their files), reads the protobuf, makes its names unambiguous
+(``protobuf_check``), builds the Program with coremltools' milproto loader, and compares the
+declared types with the inferred ones (``declared_types``). ``load(path)`` is its Program.
+
+``save(prog, path, like=source)`` writes ``prog`` with the source's model description (input
+and output names, types, shape ranges, enumerated shapes, metadata, author/license/version
+strings) and specification version, through coremltools' MIL backend alone: no pass runs, not
+even the backend pipeline's fusions, so a load+save round trip writes the same protobuf and
+the same weight bytes. The package is written next to ``path`` and renamed at the end.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import coremltools as ct
+from coremltools import proto
+from coremltools.converters.mil.backend.mil.load import load as export_program
+from coremltools.converters.mil.frontend.milproto import load as milproto_load
 from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 
+from .declared_types import (
+    contradicts,
+    declared_type_findings,
+    declared_types_set_aside,
+    inferred_type,
+    repair_types,
+)
+from .lint import Finding, by_severity, lint
+from .package_files import MANIFEST, ModelFiles, PackageError, check_weights, locate, read_spec
+from .protobuf_check import InterfaceClash, UndefinedName, fix_duplicate_names
+from .rewriter import iter_blocks
+
+__all__ = ["Package", "PackageError", "read", "load", "save", "save_program", "check_output_path"]
+
+ARRAY_DTYPES = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int32": "INT32", "fp64": "DOUBLE", "int8": "INT8"}
+
+
+@dataclass
+class Package:
+    """A model read from disk: its protobuf (names made unique), its Program, and what the
+    protobuf check found (``duplicate-name``, ``declared-type-mismatch``)."""
+
+    path: Path
+    spec: "proto.Model_pb2.Model"
+    program: Program
+    findings: list[Finding] = field(default_factory=list)
+    files: ModelFiles | None = None
+
+    def lint(self) -> list[Finding]:
+        """The protobuf check's findings and :func:`~mil_passes.lint.lint`'s, errors first."""
+        return by_severity(self.findings + lint(self.program))
+
+
+def read(path: str | Path) -> Package:
+    """Read ``path`` without trusting it; raises :class:`PackageError` (one line naming the path)."""
+    files = locate(path)
+    spec = read_spec(files)
+    check_weights(spec, files)
+    try:
+        findings = fix_duplicate_names(spec)
+    except (InterfaceClash, UndefinedName) as error:
+        raise PackageError(f"{files.path}: {error}") from None
+    program = _build(spec, files)
+    try:
+        repaired = repair_types(program)
+    except Exception as error:  # noqa: BLE001 - pymil re-inference can raise anything
+        raise PackageError(f"{files.path}: cannot infer the types of the program: {_one_line(error)}") from None
+    findings += declared_type_findings(spec, program, repaired)
+    return Package(files.path, spec, program, findings, files)
+
+
+def load(path: str | Path) -> Program:
+    """The Program of the model at ``path`` (see :func:`read`)."""
+    return read(path).program
+
+
+def _build(spec, files: ModelFiles) -> Program:
+    try:
+        with declared_types_set_aside():
+            program = milproto_load.load(
+                model_spec=spec,
+                specification_version=spec.specificationVersion,
+                file_weights_dir=str(files.weights_dir),
+            )
+    except Exception as error:  # noqa: BLE001 - coremltools' loader raises any type on bad input
+        raise PackageError(f"{files.path}: coremltools cannot build the program: {_one_line(error)}") from None
+    _drop_loader_placeholders(program, _defined_names(spec))
+    return program
+
+
+def _defined_names(spec) -> set[str]:
+    names: set[str] = set()
+
+    def visit(block) -> None:
+        for op in block.operations:
+            names.update(value.name for value in op.outputs)
+            for nested in op.blocks:
+                visit(nested)
+
+    for function in spec.mlProgram.functions.values():
+        for block in function.block_specializations.values():
+            visit(block)
+    return names
+
+
+def _drop_loader_placeholders(program: Program, defined: set[str]) -> None:
+    """Remove the unused ``const`` ops coremltools' loader adds as stand-in parents of nested
+    blocks (they are not in the protobuf; left in, every round trip would add them)."""
+    for block in iter_blocks(program):
+        placeholders = [
+            op for op in block.operations
+            if op.op_type == "const" and op.outputs[0].name not in defined
+            and not op.outputs[0].child_ops and op.outputs[0] not in block.outputs
+        ]
+        if placeholders:
+            block.remove_ops(placeholders)
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def save(
+    prog: Program,
+    path: str | Path,
+    *,
+    like: Package | str | Path | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``prog`` as a ``.mlpackage`` at ``path``, with the description and specification
+    version of ``like`` (a :class:`Package`, a model path, or a Model protobuf).
+
+    Without ``like`` the description is made from the program's interface. Output types in the
+    description that contradict the program's are replaced by the program's, and ops whose
+    type coremltools' inference gets wrong (``declared_types.INFERENCE_HOLES``; a pass may have
+    built one) get their computed type first. Raises
+    :class:`PackageError` for a path that is not ``.mlpackage``, whose folder is missing, or
+    that exists (unless ``overwrite``; never replaces what is not an ``.mlpackage``), and
+    ``ValueError`` when ``prog``'s inputs or outputs are not those ``like`` describes.
+    """
+    path = check_output_path(path, overwrite=overwrite)
+    source = _like_spec(like)
+    repair_types(prog)
+    return _export_and_write(prog, source, path)
+
+
+def check_output_path(path: str | Path, *, overwrite: bool = False) -> Path:
+    """``path`` as a place a package can be written; raises :class:`PackageError` if it is not."""
+    path = Path(path)
+    if path.suffix != ".mlpackage":
+        raise PackageError(f"{path}: an ML Program is written as a folder named *.mlpackage")
+    if not path.parent.is_dir():
+        raise PackageError(f"{path}: the folder '{path.parent}' does not exist")
+    if path.exists() or path.is_symlink():
+        if not overwrite:
+            raise PackageError(f"{path}: already exists (--force replaces it)")
+        if path.is_symlink() or not (path.is_dir() and (path / MANIFEST).is_file()):
+            raise PackageError(f"{path}: exists and is not an .mlpackage; not replacing it")
+    return path
+
+
+def _like_spec(like) -> "proto.Model_pb2.Model | None":
+    if like is None:
+        return None
+    if isinstance(like, Package):
+        return like.spec
+    if isinstance(like, proto.Model_pb2.Model):
+        return like
+    return read_spec(locate(like))
+
+
+def _export_and_write(prog: Program, source, path: Path) -> Path:
+    if source is None:
+        version = max(int(func.opset_version) for func in prog.functions.values())
+        description = None
+    else:
+        version = source.specificationVersion
+        description = proto.Model_pb2.ModelDescription()
+        description.CopyFrom(source.description)
+        _check_interface(prog, description)
+        _reconcile_output_types(prog, description)
+    with tempfile.TemporaryDirectory(prefix="mil-passes-weights-") as weights:
+        model = export_program(prog, weights, specification_version=version, model_description=description)
+        if source is not None and "buildInfo" in source.mlProgram.attributes:
+            model.mlProgram.attributes["buildInfo"].CopyFrom(source.mlProgram.attributes["buildInfo"])
+        _write_atomically(model, weights, path)
+    return path
+
+
+def _main_function_name(description) -> str:
+    return description.defaultFunctionName or "main"
+
+
+def _check_interface(prog: Program, description) -> None:
+    if description.functions:
+        return  # multifunction descriptions are kept as they are
+    func = prog.functions.get(_main_function_name(description))
+    if func is None:
+        raise ValueError(f"the program has no function '{_main_function_name(description)}'")
+    described_inputs = sorted([f.name for f in description.input] + [f.name for f in description.state])
+    if described_inputs != sorted(func.inputs):
+        raise ValueError(
+            f"the program's inputs {sorted(func.inputs)} are not the described {described_inputs}"
+        )
+    outputs = [var.name for var in func.outputs]
+    described_outputs = [f.name for f in description.output]
+    if outputs != described_outputs:
+        raise ValueError(f"the program's outputs {outputs} are not the described {described_outputs}")
+
+
+def _reconcile_output_types(prog: Program, description) -> None:
+    """Replace output array types the program contradicts (e.g. a literal 0 coremltools wrote)."""
+    if description.functions:
+        return
+    func = prog.functions[_main_function_name(description)]
+    for feature, var in zip(description.output, func.outputs):
+        if feature.type.WhichOneof("Type") != "multiArrayType":
+            continue
+        array = feature.type.multiArrayType
+        computed = inferred_type(var)
+        dtype = ARRAY_DTYPES.get(computed[1]) if computed else None
+        if dtype is None:
+            continue
+        said_dtype = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Name(array.dataType)
+        shape_wrong = bool(array.shape) and contradicts(("tensor", computed[1], tuple(array.shape)), computed)
+        if said_dtype != dtype:
+            array.dataType = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Value(dtype)
+        if shape_wrong:
+            del array.shape[:]
+            if all(d is not None for d in computed[2]):
+                array.shape.extend(computed[2])
+
+
+def _write_atomically(model, weights: str, path: Path) -> None:
+    """Write next to ``path`` and rename at the end: no partial package on failure."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    try:
+        written = staging / path.name
+        ct.models.MLModel(model, weights_dir=weights, skip_model_load=True).save(str(written))
+        move_into_place(written, path, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def move_into_place(written: Path, path: Path, staging: Path) -> None:
+    """Rename ``written`` to ``path``; a package already at ``path`` is moved into ``staging``
+    first (the caller removes ``staging``). Both must be on one file system."""
+    if path.exists():
+        os.replace(path, staging / f"replaced-{path.name}")
+    os.replace(written, path)
+
 
 def save_program(prog: Program, path: str | Path, *, target=ct.target.iOS17) -> Path:
-    """Save ``prog`` as an ML Program package at ``path``, exactly as written (EMPTY pipeline).
+    """Save ``prog`` as an ML Program package at ``path`` through ``ct.convert`` with the EMPTY
+    pipeline (coremltools' backend passes still run), replacing what is there.
 
     Writes next to ``path`` first and renames at the end: no partial package on failure.
     ``ct.convert`` mutates the program it is given, so pass one you no longer need.

@@ -1,11 +1,12 @@
-"""Run the package's passes on a Program and report what changed: the path of ``optimize`` and ``demo``."""
+"""Run the package's passes on a Program and report what changed (``package_run`` does it for a
+saved model: the path of the ``optimize`` and ``demo`` commands)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
@@ -47,22 +48,56 @@ def _rewritten(instance) -> tuple[int | None, list[Refusal]]:
     return (len(renames) if renames is not None else None), []
 
 
-def run_passes(prog: Program, pass_names: Iterable[str] | None = None, *, cleanup: bool = True) -> OptimizeReport:
+class UnknownPass(ValueError):
+    """A pass name that is not registered."""
+
+
+def _registered(name: str) -> bool:
+    try:
+        PASS_REGISTRY[name]
+    except KeyError:
+        return False
+    return True
+
+
+def resolve_pass_names(pass_names: Iterable[str] | None = None) -> list[str]:
+    """Registry names for ``pass_names`` (default: the package's passes, in pipeline order).
+
+    A name without a namespace is one of the package's (``concat_slice_to_slice_concat`` is
+    ``webnn::concat_slice_to_slice_concat``); coremltools' passes are named in full
+    (``common::const_elimination``). Raises :class:`UnknownPass` naming the first unknown one.
+    """
+    if pass_names is None:
+        return list(PASS_NAMES)
+    names = []
+    for name in pass_names:
+        full = name if "::" in name else f"webnn::{name}"
+        if not _registered(full):
+            known = ", ".join(PASS_NAMES)
+            raise UnknownPass(f"unknown pass '{name}' (the package's passes: {known})")
+        names.append(full)
+    return names
+
+
+def run_passes(
+    prog: Program,
+    pass_names: Iterable[str] | None = None,
+    *,
+    cleanup: bool = True,
+    on_pass: Callable[[str], None] | None = None,
+) -> OptimizeReport:
     """Apply ``pass_names`` (default: all of the package's, in pipeline order) to ``prog`` in place.
 
-    Unknown names raise ``ValueError`` before anything runs. With ``cleanup``, coremltools'
-    dead-code elimination runs last.
+    Unknown names raise :class:`UnknownPass` (a ``ValueError``) before anything runs. With
+    ``cleanup``, coremltools' dead-code elimination runs last. ``on_pass(name)`` is called as
+    each pass starts (a progress bar).
     """
-    names = list(PASS_NAMES if pass_names is None else pass_names)
-    for name in names:
-        try:
-            PASS_REGISTRY[name]
-        except KeyError:
-            known = ", ".join(PASS_NAMES)
-            raise ValueError(f"unknown pass '{name}' (the package's passes: {known})") from None
+    names = resolve_pass_names(pass_names)
     ops_before, findings_before = op_counts(prog), lint(prog)
     runs = []
     for name in names + (list(CLEANUP) if cleanup else []):
+        if on_pass is not None:
+            on_pass(name)
         instance = PASS_REGISTRY[name]
         start = time.perf_counter()
         instance(prog)
@@ -107,3 +142,13 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))  # noqa: E731
     return [fmt(rows[0]), "  ".join("-" * w for w in widths)] + [fmt(row) for row in rows[1:]]
+
+
+def explain(report: OptimizeReport) -> str:
+    """Each match a pass refused, and why, grouped by pass."""
+    lines = []
+    for run in report.passes:
+        if run.refusals:
+            lines.append(f"{run.name} left {len(run.refusals)} unchanged:")
+            lines.extend(f"  {refusal}" for refusal in run.refusals)
+    return "\n".join(lines) if lines else "no pass refused a match"

@@ -1,0 +1,85 @@
+"""The ``--json`` output of ``mil-passes lint`` and ``mil-passes optimize``: stable, versioned.
+
+Every document carries ``"schema"``; a change that removes or renames a key, or changes its
+meaning, bumps the number after the slash. New keys may be added without a bump.
+
+``mil-passes/lint/1``::
+
+    {
+      "schema": "mil-passes/lint/1",
+      "path": "model.mlpackage",                     # as given on the command line
+      "findings": [Finding, ...],                    # errors first, then warnings, then infos
+      "counts": {"error": 1, "warning": 0, "info": 0}
+    }
+
+``mil-passes/optimize/1``::
+
+    {
+      "schema": "mil-passes/optimize/1",
+      "input": "in.mlpackage", "output": "out.mlpackage",
+      "seconds": 1.2345,                             # wall time of the whole run
+      "ops": {"before": {"concat": 24, ...}, "after": {...}},   # non-const ops by type, sorted
+      "findings": {"before": [Finding, ...], "after": [Finding, ...]},
+      "passes": [                                    # in the order they ran (cleanup last)
+        {"name": "webnn::concat_slice_to_slice_concat", "seconds": 0.0123,
+         "rewritten": 24,                            # null when the pass does not count
+         "refusals": [{"op": "w", "op_type": "slice_by_index", "reason": "..."}]}
+      ]
+    }
+
+``Finding`` is ``{"rule": id, "severity": "error" | "warning" | "info", "op": op name,
+"message": one line}``. Errors that stop a command are not JSON: one line on stderr, exit 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from .lint import SEVERITIES, Finding
+from .package_run import PackageRun
+
+LINT_SCHEMA = "mil-passes/lint/1"
+OPTIMIZE_SCHEMA = "mil-passes/optimize/1"
+
+
+def lint_json(path: str | Path, findings: Iterable[Finding]) -> dict:
+    """The ``lint --json`` document."""
+    findings = list(findings)
+    return {
+        "schema": LINT_SCHEMA,
+        "path": str(path),
+        "findings": [finding.as_dict() for finding in findings],
+        "counts": {severity: sum(f.severity == severity for f in findings) for severity in SEVERITIES},
+    }
+
+
+def optimize_json(run: PackageRun) -> dict:
+    """The ``optimize --json`` document."""
+    report = run.report
+    return {
+        "schema": OPTIMIZE_SCHEMA,
+        "input": str(run.source),
+        "output": str(run.output),
+        "seconds": round(run.seconds, 4),
+        "ops": {
+            "before": dict(sorted(report.ops_before.items())),
+            "after": dict(sorted(report.ops_after.items())),
+        },
+        "findings": {
+            "before": [finding.as_dict() for finding in report.findings_before],
+            "after": [finding.as_dict() for finding in report.findings_after],
+        },
+        "passes": [
+            {
+                "name": pass_run.name,
+                "seconds": round(pass_run.seconds, 4),
+                "rewritten": pass_run.rewritten,
+                "refusals": [
+                    {"op": refusal.op.name, "op_type": refusal.op.op_type, "reason": refusal.reason}
+                    for refusal in pass_run.refusals
+                ],
+            }
+            for pass_run in report.passes
+        ],
+    }

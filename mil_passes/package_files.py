@@ -1,0 +1,305 @@
+"""Find a model's protobuf and weight files without trusting the package they come in.
+
+An ``.mlpackage`` is a folder: ``Manifest.json`` names the root model file by a path under
+``Data/``, and the model's weights sit in ``weights/`` beside that file, referenced from the
+protobuf as ``@model_path/weights/<file>`` plus a byte offset. ``ct.models.MLModel`` follows
+whatever the manifest says, even ``../../outside/model.mlmodel`` (FIELD_NOTES §2). Here every
+path is checked to stay inside the package (no absolute path, no ``..``, no symlink on the way)
+and every weight reference is checked against its file's blob header before anything reads
+the file. Nothing in a package is executed: it is parsed as JSON and protobuf only.
+
+Every problem is a :class:`PackageError` whose message is one line naming the path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Iterator
+
+from coremltools import proto
+from google.protobuf.message import DecodeError
+
+MANIFEST = "Manifest.json"
+MAX_MANIFEST_BYTES = 1 << 20
+MAX_MODEL_BYTES = (1 << 31) - 1  # protobuf's limit on one message
+WEIGHT_PREFIX = "@model_path/weights/"
+BLOB_ALIGNMENT = 64
+BLOB_HEADER = struct.Struct("<II")  # storage_header: count, version
+BLOB_METADATA = struct.Struct("<IIQQ")  # blob_metadata: sentinel, mil_dtype, sizeInBytes, offset
+BLOB_SENTINEL = 0xDEADBEEF
+BLOB_VERSION = 2
+
+# Bits per element of each MIL DataType a weight blob can hold.
+_BITS = {
+    "FLOAT16": 16, "BFLOAT16": 16, "FLOAT32": 32, "FLOAT64": 64,
+    "FLOAT8E4M3FN": 8, "FLOAT8E5M2": 8,
+    "INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT64": 64,
+    "UINT1": 1, "UINT2": 2, "UINT3": 3, "UINT4": 4, "UINT6": 6,
+    "UINT8": 8, "UINT16": 16, "UINT32": 32, "UINT64": 64,
+    "BOOL": 8,
+}
+
+
+class PackageError(Exception):
+    """A model that cannot be read or written safely; the message is one line naming the path."""
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """Where a model's parts are: ``root`` is the folder nothing may leave."""
+
+    path: Path  # as the user gave it
+    root: Path  # the package folder (or the folder of a bare .mlmodel), resolved
+    model_file: Path
+    weights_dir: Path  # what ``@model_path/weights/`` means; may not exist
+
+    @property
+    def is_package(self) -> bool:
+        return self.model_file.parent != self.root
+
+
+def locate(path: str | Path) -> ModelFiles:
+    """The model file and weights folder of ``path`` (a ``.mlpackage`` folder or a ``.mlmodel``)."""
+    path = Path(path)
+    if not path.exists():
+        raise PackageError(f"{path}: no such file or directory")
+    if path.is_dir():
+        root = path.resolve()
+        manifest = root / MANIFEST
+        if manifest.is_symlink():
+            raise PackageError(f"{path}: {MANIFEST} is a symlink; refusing to follow it")
+        if not manifest.is_file():
+            raise PackageError(f"{path}: a folder without {MANIFEST}, not an .mlpackage")
+        model_file = _inside(path, root, "Data/" + _root_model_path(path, manifest), "the root model")
+    else:
+        root = path.resolve().parent
+        model_file = path.resolve()
+    weights_dir = model_file.parent / "weights"
+    _inside(path, root, str(weights_dir.relative_to(root)), "the weights folder")
+    return ModelFiles(path, root, model_file, weights_dir)
+
+
+def _root_model_path(path: Path, manifest: Path) -> str:
+    """The manifest's root model path, after checking every entry stays inside ``Data/``."""
+    if manifest.stat().st_size > MAX_MANIFEST_BYTES:
+        raise PackageError(f"{path}: {MANIFEST} is larger than {MAX_MANIFEST_BYTES} bytes")
+    try:
+        content = json.loads(manifest.read_bytes())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise PackageError(f"{path}: {MANIFEST} is not valid JSON ({error})") from None
+    entries = content.get("itemInfoEntries") if isinstance(content, dict) else None
+    root_id = content.get("rootModelIdentifier") if isinstance(content, dict) else None
+    if not isinstance(entries, dict) or not isinstance(root_id, str):
+        raise PackageError(f"{path}: {MANIFEST} lacks itemInfoEntries or rootModelIdentifier")
+    for identifier, entry in entries.items():
+        item = entry.get("path") if isinstance(entry, dict) else None
+        if not isinstance(item, str) or not item:
+            raise PackageError(f"{path}: {MANIFEST} entry '{identifier}' has no path")
+        _check_relative(path, item, f"{MANIFEST} entry '{identifier}'")
+    if root_id not in entries:
+        raise PackageError(f"{path}: {MANIFEST} names root model '{root_id}', which it does not list")
+    return entries[root_id]["path"]
+
+
+def _check_relative(path: Path, relative: str, what: str) -> PurePosixPath:
+    pure = PurePosixPath(relative)
+    if pure.is_absolute() or "\\" in relative or (len(relative) > 1 and relative[1] == ":"):
+        raise PackageError(f"{path}: {what} is an absolute path '{relative}'; refusing to follow it")
+    if ".." in pure.parts:
+        raise PackageError(f"{path}: {what} '{relative}' leads outside the package; refusing to follow it")
+    return pure
+
+
+def _inside(path: Path, root: Path, relative: str, what: str) -> Path:
+    """``root / relative``, refusing absolute paths, ``..`` and symlinks on the way."""
+    current = root
+    for part in _check_relative(path, relative, what).parts:
+        current = current / part
+        if current.is_symlink():
+            raise PackageError(
+                f"{path}: {what} goes through the symlink '{current.relative_to(root)}'; refusing to follow it"
+            )
+    if os.path.commonpath([os.path.realpath(current), str(root)]) != str(root):
+        raise PackageError(f"{path}: {what} '{relative}' leads outside the package; refusing to follow it")
+    return current
+
+
+def read_spec(files: ModelFiles) -> "proto.Model_pb2.Model":
+    """The model protobuf, parsed and checked to be a whole ML Program."""
+    path, model_file = files.path, files.model_file
+    shown = model_file.name if not files.is_package else str(model_file.relative_to(files.root))
+    if not model_file.exists():
+        raise PackageError(f"{path}: model file '{shown}' is missing")
+    if not model_file.is_file():
+        raise PackageError(f"{path}: model file '{shown}' is not a regular file")
+    size = model_file.stat().st_size
+    if size == 0:
+        raise PackageError(f"{path}: model file '{shown}' is empty")
+    if size > MAX_MODEL_BYTES:
+        raise PackageError(f"{path}: model file '{shown}' is larger than a protobuf can be ({size} bytes)")
+    spec = proto.Model_pb2.Model()
+    try:
+        spec.ParseFromString(model_file.read_bytes())
+    except (DecodeError, RuntimeError, ValueError) as error:
+        raise PackageError(
+            f"{path}: model file '{shown}' is not a Core ML protobuf (corrupt or truncated: {error})"
+        ) from None
+    kind = spec.WhichOneof("Type")
+    if kind is None:
+        raise PackageError(f"{path}: model file '{shown}' holds no model (truncated or not a Core ML model)")
+    if kind != "mlProgram":
+        raise PackageError(
+            f"{path}: a {kind} model, not an ML Program; reconvert it with convert_to='mlprogram'"
+        )
+    _check_interface(path, spec)
+    return spec
+
+
+def _check_interface(path: Path, spec) -> None:
+    """The description and the program's main function agree (a truncated file often breaks this)."""
+    program = spec.mlProgram
+    name = spec.description.defaultFunctionName or "main"
+    if name not in program.functions:
+        raise PackageError(f"{path}: the ML Program has no function '{name}' (truncated or corrupt)")
+    for function_name, function in program.functions.items():
+        if function.opset not in function.block_specializations:
+            raise PackageError(
+                f"{path}: function '{function_name}' has no block for its opset '{function.opset}'"
+            )
+    function = program.functions[name]
+    block = function.block_specializations[function.opset]
+    described_inputs = [feature.name for feature in spec.description.input]
+    described_outputs = [feature.name for feature in spec.description.output]
+    if spec.description.functions:
+        for described in spec.description.functions:
+            if described.name == name:
+                described_inputs = [f.name for f in described.input]
+                described_outputs = [f.name for f in described.output]
+    program_inputs = [value.name for value in function.inputs]
+    state_inputs = [feature.name for feature in spec.description.state]
+    if sorted(described_inputs + state_inputs) != sorted(program_inputs):
+        raise PackageError(
+            f"{path}: the description's inputs {described_inputs} are not the program's {program_inputs}"
+        )
+    if described_outputs != list(block.outputs):
+        raise PackageError(
+            f"{path}: the description's outputs {described_outputs} are not the program's {list(block.outputs)}"
+        )
+
+
+@dataclass(frozen=True)
+class BlobReference:
+    """One weight a value reads from a file: where it is referenced and what it declares."""
+
+    where: str
+    file_name: str
+    offset: int
+    value_type: object  # MIL_pb2.ValueType
+
+
+def blob_references(program) -> Iterator[BlobReference]:
+    """Every ``blobFileValue`` of an ML Program: op attributes and inline input values, all blocks."""
+    for function_name, function in program.functions.items():
+        for block in function.block_specializations.values():
+            yield from _block_blobs(block, f"function '{function_name}'")
+
+
+def _block_blobs(block, where: str) -> Iterator[BlobReference]:
+    for op in block.operations:
+        label = f"{op.type} '{op.outputs[0].name if op.outputs else op.type}'"
+        values = list(op.attributes.items())
+        values += [
+            (param, binding.value)
+            for param, argument in op.inputs.items()
+            for binding in argument.arguments
+            if binding.WhichOneof("binding") == "value"
+        ]
+        for param, value in values:
+            if value.WhichOneof("value") == "blobFileValue":
+                blob = value.blobFileValue
+                yield BlobReference(f"{label} ({param}) in {where}", blob.fileName, blob.offset, value.type)
+        for nested in op.blocks:
+            yield from _block_blobs(nested, where)
+
+
+def check_weights(spec, files: ModelFiles) -> None:
+    """Check every weight reference: a file in the weights folder, a blob header at the offset,
+    and data that fits in the file and has the size the declared type needs."""
+    path = files.path
+    sizes: dict[Path, int] = {}
+    for reference in blob_references(spec.mlProgram):
+        name = reference.file_name
+        if not name.startswith(WEIGHT_PREFIX) or "/" in name[len(WEIGHT_PREFIX):]:
+            raise PackageError(
+                f"{path}: weight reference '{name}' of {reference.where} is not a file in "
+                f"{WEIGHT_PREFIX}; refusing to follow it"
+            )
+        base = name[len(WEIGHT_PREFIX):]
+        relative = str(files.weights_dir.relative_to(files.root) / base)
+        weight_file = _inside(path, files.root, relative, f"weight file '{base}'")
+        if weight_file not in sizes:
+            if not weight_file.exists():
+                raise PackageError(f"{path}: weight file 'weights/{base}' is missing")
+            if not weight_file.is_file():
+                raise PackageError(f"{path}: weight file 'weights/{base}' is not a regular file")
+            sizes[weight_file] = _check_blob_header(path, weight_file)
+        _check_blob(path, weight_file, sizes[weight_file], reference)
+
+
+def _check_blob_header(path: Path, weight_file: Path) -> int:
+    size = weight_file.stat().st_size
+    with weight_file.open("rb") as handle:
+        header = handle.read(BLOB_ALIGNMENT)
+    if len(header) < BLOB_ALIGNMENT:
+        raise PackageError(f"{path}: weight file 'weights/{weight_file.name}' is shorter than its header")
+    _, version = BLOB_HEADER.unpack_from(header)
+    if version != BLOB_VERSION:
+        raise PackageError(
+            f"{path}: weight file 'weights/{weight_file.name}' has storage version {version}, not {BLOB_VERSION}"
+        )
+    return size
+
+
+def _check_blob(path: Path, weight_file: Path, size: int, reference: BlobReference) -> None:
+    shown = f"weight file 'weights/{weight_file.name}'"
+    offset = reference.offset
+    if offset < BLOB_ALIGNMENT or offset % BLOB_ALIGNMENT or offset + BLOB_METADATA.size > size:
+        raise PackageError(
+            f"{path}: {reference.where} reads offset {offset} of {shown} ({size} bytes): "
+            "not a blob position in the file"
+        )
+    with weight_file.open("rb") as handle:
+        handle.seek(offset)
+        sentinel, _, byte_count, data_offset = BLOB_METADATA.unpack(handle.read(BLOB_METADATA.size))
+    if sentinel != BLOB_SENTINEL:
+        raise PackageError(f"{path}: {reference.where} reads offset {offset} of {shown}, where no blob starts")
+    if data_offset < offset + BLOB_ALIGNMENT or data_offset + byte_count > size:
+        raise PackageError(
+            f"{path}: {reference.where} has {byte_count} bytes at offset {data_offset} of {shown}, "
+            f"past its end ({size} bytes)"
+        )
+    expected = _declared_bytes(reference.value_type)
+    if expected is not None and expected != byte_count:
+        raise PackageError(
+            f"{path}: {reference.where} declares {expected} bytes of weights, "
+            f"but its blob in {shown} holds {byte_count}"
+        )
+
+
+def _declared_bytes(value_type) -> int | None:
+    if value_type.WhichOneof("type") != "tensorType":
+        return None
+    tensor = value_type.tensorType
+    try:
+        bits = _BITS.get(proto.MIL_pb2.DataType.Name(tensor.dataType))
+    except ValueError:  # a dtype this coremltools does not know; its loader will say so
+        return None
+    dims = [d.constant.size for d in tensor.dimensions if d.WhichOneof("dimension") == "constant"]
+    if bits is None or len(dims) != len(tensor.dimensions):
+        return None
+    return math.ceil(math.prod(dims) * bits / 8)

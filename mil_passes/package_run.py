@@ -1,0 +1,81 @@
+"""``optimize`` on a saved model: read it, run the passes, write the result, read it back.
+
+Nothing is written unless every step succeeds: the package is written next to the output path,
+read back (so the findings after are those of the file on disk), then renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .lint import by_severity
+from .mlpackage import PackageError, check_output_path, move_into_place, read, save
+from .optimize import OptimizeReport, resolve_pass_names, run_passes
+
+
+@dataclass
+class PackageRun:
+    """``optimize`` on a saved model: the report (findings include the protobuf check's), the
+    paths, and the wall time."""
+
+    source: Path
+    output: Path
+    report: OptimizeReport
+    seconds: float
+
+
+def check_paths(source: Path, output: Path, *, force: bool) -> None:
+    """Refuse a missing input, writing over the input (without ``force``), and writing one
+    inside the other; then the checks of :func:`~mil_passes.mlpackage.check_output_path`."""
+    if not source.exists():
+        raise PackageError(f"{source}: no such file or directory")
+    same = source.exists() and output.exists() and os.path.samefile(source, output)
+    if same and not force:
+        raise PackageError(f"{output}: is the input; refusing to overwrite it (--force replaces it)")
+    check_output_path(output, overwrite=force)
+    if not same:
+        a, b = os.path.realpath(source), os.path.realpath(output)
+        if os.path.commonpath([a, b]) in (a, b):
+            raise PackageError(f"{output}: lies inside {source} or contains it; choose another path")
+
+
+def optimize_package(
+    source: str | Path,
+    output: str | Path,
+    pass_names: Iterable[str] | None = None,
+    *,
+    force: bool = False,
+    on_step: Callable[[str], None] | None = None,
+) -> PackageRun:
+    """Read ``source``, run the passes, write ``output``; nothing is written unless all succeed.
+
+    The package is written next to ``output``, read back (the findings after are those of the
+    written package: protobuf check and lint), then renamed into place. Raises
+    :class:`~mil_passes.package_files.PackageError` and :class:`UnknownPass` before writing.
+    """
+    start = time.perf_counter()
+    step = on_step or (lambda label: None)  # noqa: E731
+    names = resolve_pass_names(pass_names)
+    source, output = Path(source), Path(output)
+    check_paths(source, output, force=force)
+    step("read")
+    package = read(source)
+    report = run_passes(package.program, names, on_pass=step)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent))
+    try:
+        step("write")
+        staged = save(package.program, staging / output.name, like=package)
+        step("check")
+        findings_after = read(staged).lint()
+        move_into_place(staged, output, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.findings_before = by_severity(package.findings + report.findings_before)
+    report.findings_after = findings_after
+    return PackageRun(source, output, report, time.perf_counter() - start)
