@@ -73,17 +73,22 @@ class ReshapePlan:
     reshaped: type
 
 
+# Reasons that mean "not a candidate" rather than "a candidate left unchanged".
+ALREADY_CONST = "target is already const"
+NOT_FROM_SHAPE = "target is not computed from shape ops"
+
+
 def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal:
     """How ``op`` (a reshape with a computed target) reads with a const target, or why it cannot."""
     if op.shape.val is not None:
-        return Refusal(op, "target is already const")
+        return Refusal(op, ALREADY_CONST)
     if not types.is_tensor(op.x.sym_type) or any_variadic(op.x.shape):
         return Refusal(op, "x has no fixed rank")
     value = values.of(op.shape)
     if value is None or value.elements.ndim != 1:
         return Refusal(op, "target has no static length")
     if not value.from_shape:
-        return Refusal(op, "target is not computed from shape ops")
+        return Refusal(op, NOT_FROM_SHAPE)
     x_dims = [dim_of(d) for d in op.x.shape]
     try:  # a literal 0 copies a dim of x, by the op's own opset rule
         wanted = op.replace_zeros_in_shape(x_dims, list(value.elements))
@@ -237,7 +242,10 @@ class FoldReshapeTarget(RewritePattern):
     op_types = ("reshape",)
 
     def match(self, op: Operation):
-        return plan_reshape(op, Values())
+        plan = plan_reshape(op, Values())
+        if isinstance(plan, Refusal) and plan.reason in (ALREADY_CONST, NOT_FROM_SHAPE):
+            return None
+        return plan
 
     def rewrite(self, op: Operation, plan: ReshapePlan, rewriter: Rewriter) -> None:
         source, name = op.x, op.name
@@ -268,16 +276,25 @@ class FoldShapeValue(RewritePattern):
         if op.op_type == "shape":
             return Refusal(op, _why_shape_stays(op, values))
         if not any(trackable(v) for v in used):
-            return Refusal(op, "not a shape value (no small static numeric output in use)")
+            return None  # not a shape value: no small static numeric output in use
         value = values.of(next(v for v in used if trackable(v)))
-        if value.is_known:
-            return Refusal(op, "not computed from shape ops")
+        if value.is_known or not _reads_shape(op, values):
+            return None  # not computed from shape ops
         return Refusal(op, f"value {_show(value.elements.flat)} is not known before run time")
 
     def rewrite(self, op: Operation, folds: list, rewriter: Rewriter) -> None:
         for var, array in folds:
             val = array if types.is_tensor(var.sym_type) else array.reshape(())[()]
             rewriter.replace(var, rewriter.emit(op, "const", var.name, val=val))
+
+
+def _reads_shape(op: Operation, values: Values) -> bool:
+    """Whether any input of ``op`` carries a value computed from a ``shape`` op."""
+    for var in op.get_flattened_inputs():
+        value = values.of(var) if trackable(var) else None
+        if value is not None and value.from_shape:
+            return True
+    return False
 
 
 def _why_shape_stays(op: Operation, values: Values) -> str:
