@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator
 
 from coremltools.converters.mil.mil import Block, Builder as mb, Function, Operation, Program, Var
+from coremltools.converters.mil.mil import block as block_module
 from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
 
 logger = logging.getLogger("mil_passes")
@@ -104,6 +106,34 @@ def program_names(prog: Program) -> set[str]:
     return names
 
 
+class FreshNames:
+    """Names not in ``taken`` (which it extends): ``base`` itself, or the smallest free ``base_1``,
+    ``base_2``, … Names are only ever added, so each base's search resumes where it last
+    stopped: linear in the names handed out, where starting at ``_1`` each time is quadratic in
+    how often one base recurs (10,000 ops all named ``t``)."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = taken
+        self._next_suffix: dict[str, int] = {}
+
+    def fresh(self, base: str) -> str:
+        """``base`` if it is free, else :meth:`suffixed`."""
+        if base in self.taken:
+            return self.suffixed(base)
+        self.taken.add(base)
+        return base
+
+    def suffixed(self, base: str) -> str:
+        """The smallest free ``base_N`` (N ≥ 1)."""
+        suffix = self._next_suffix.get(base, 1)
+        while f"{base}_{suffix}" in self.taken:
+            suffix += 1
+        self._next_suffix[base] = suffix + 1
+        name = f"{base}_{suffix}"
+        self.taken.add(name)
+        return name
+
+
 def _ops_before(block: Block, anchor: Operation, stop: Operation | None) -> list[Operation]:
     """Ops between ``stop`` (exclusive) and ``anchor`` (exclusive), nearest first."""
     ops = block.operations
@@ -127,12 +157,25 @@ def _previous_op(block: Block, anchor: Operation) -> Operation | None:
     return ops[index - 1] if index > 0 else None
 
 
+@contextmanager
+def _building_in(block: Block) -> Iterator[None]:
+    """Make ``block`` the builder's current block. Unlike ``with block:``, leaving does not
+    re-propagate non-replaceable vars over the whole block (``Block.__exit__``): that is O(block)
+    per emit, quadratic over a pass; ``commit`` propagates once per function instead."""
+    block_module.BLOCK_STACK.append(block)
+    try:
+        yield
+    finally:
+        block_module.BLOCK_STACK.pop()  # through the module: Block.__exit__ rebinds the list
+
+
 class Rewriter:
     """Builds new ops, records replacements, and applies them in batches (``commit``)."""
 
     def __init__(self, prog: Program):
         self.prog = prog
         self._names = program_names(prog)
+        self._fresh = FreshNames(self._names)
         self._replacements: dict[Var, Var] = {}
         self._created: list[Operation] = []
         self._roots: list[Operation] = []
@@ -140,12 +183,7 @@ class Rewriter:
     # -- building -------------------------------------------------------------------------
     def unique_name(self, base: str) -> str:
         """``base`` if no var or op has it yet, else ``base_1``, ``base_2``, …"""
-        name, suffix = base, 0
-        while name in self._names:
-            suffix += 1
-            name = f"{base}_{suffix}"
-        self._names.add(name)
-        return name
+        return self._fresh.fresh(base)
 
     def emit(self, anchor: Operation, op_type: str, name: str, **inputs: Any) -> Any:
         """Build ``op_type`` right before ``anchor`` and return its output var(s).
@@ -154,7 +192,7 @@ class Rewriter:
         """
         block = anchor.enclosing_block
         before = _previous_op(block, anchor)
-        with block:
+        with _building_in(block):
             result = getattr(mb, op_type)(**inputs, before_op=anchor, name=self.unique_name(name))
         for op in _ops_before(block, anchor, before):
             self._created.append(op)
@@ -214,6 +252,9 @@ class Rewriter:
             Block._copy_scope_info(old, new)
             self._replace_block_outputs(old, new)
         removed = self._remove_dead(self._roots)
+        if replacements or self._created:
+            for func in self.prog.functions.values():
+                func._propagate_nonreplaceable_vars()
         self._replacements.clear()
         self._created.clear()
         self._roots.clear()
@@ -234,6 +275,7 @@ class Rewriter:
         if keeps_own_name:
             anchor = old.op
             new = self.emit(anchor, "identity", old.name + "_out", x=new)
+            Block._copy_scope_info(old, new)  # made after commit's copies; torch needs its scope
         name = old.name
         old.name = self.unique_name(name + "_replaced")
         new.name = name

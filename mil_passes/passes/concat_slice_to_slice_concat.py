@@ -1,0 +1,162 @@
+"""``webnn::concat_slice_to_slice_concat``: cut windows out of a concat's inputs, not its output.
+
+Given::
+
+    %joined = concat(values=(%cache, %x), axis=-1, interleave=False)     # [1, 4, 8] + [1, 4, 7]
+    %next_cache = slice_by_index(x=%joined, begin=[0, 0, -8], end=[0, 0, 0],
+                                 end_mask=[True, True, True])            # [1, 4, 8]
+
+Result::
+
+    %next_cache_piece0 = slice_by_index(x=%cache, begin=[0, 0, 7], end=[1, 4, 8])   # [1, 4, 1]
+    %next_cache = concat(values=(%next_cache_piece0, %x), axis=2, interleave=False)
+
+A window cut out of a concat's output makes the Neural Engine compiler of M2-generation chips
+refuse the whole program (FIELD_NOTES §1); the same values cut out of the inputs compile.
+
+Windows are ``slice_by_index`` (any begin/end sign, masks, strides, squeezes), ``slice_by_size``
+(``-1`` sizes) and every used output of a ``split`` along the concat axis. Each becomes the
+pieces of the inputs it reads — an input itself when read whole with nothing else cut, else a
+slice of it with the window's cut on the other axes — joined by a ``concat`` when there are
+several. Slices this builds of a concat among the inputs are windows again: the rewriter
+re-visits them. The concat stays while anything else uses it.
+
+Refused (left unchanged, the reason in debug logging): window bounds known only at run time;
+a concat input whose size on the concat axis is known only at run time; ``interleave=True``;
+a ``split`` along another axis than the concat's (no window of the concat axis to move). Two
+guards keep malformed windows as they are: one that reads nothing of the concat axis, and a
+``slice_by_size`` with a negative begin and size -1 (coremltools types it ``dim - begin``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from coremltools.converters.mil.mil import Operation, Var
+from coremltools.converters.mil.mil.types.symbolic import is_symbolic
+
+from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from . import register
+from ._window_readers import READERS, Reader
+from ._windows import pieces_of
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A piece to build: ``op_type`` on ``source`` with ``params``; ``op_type`` None: ``source`` itself."""
+
+    source: Var
+    op_type: str | None = None
+    params: dict[str, list] | None = None
+
+
+@dataclass(frozen=True)
+class Window:
+    """One output of a window op, as the pieces that compute it."""
+
+    output: Var
+    cuts: tuple[Cut, ...]
+    join_axis: int
+
+
+def _concat_sizes(op: Operation, concat: Operation, axis: int) -> list[int] | Refusal:
+    for value in concat.values:
+        if is_symbolic(value.shape[axis]):
+            return Refusal(op, f"concat input '{value.name}' has a run-time size on axis {axis}")
+    return [int(value.shape[axis]) for value in concat.values]
+
+
+def _window(reader: Reader, concat: Operation, axis: int, sizes: list[int]) -> Window | Refusal:
+    selected = reader.positions(axis, sum(sizes))
+    if not selected:
+        return Refusal(reader.op, f"'{reader.output().name}' reads no element of the concat axis")
+    others_kept = all(reader.keeps(other) for other in range(reader.op.x.rank) if other != axis)
+    cuts = []
+    for piece in pieces_of(selected, sizes):
+        source = concat.values[piece.index]
+        if others_kept and not reader.squeezes(axis) and piece.is_whole(sizes[piece.index]):
+            cuts.append(Cut(source))
+        else:
+            cuts.append(Cut(source, *reader.cut(axis, piece.part)))
+    if cuts == [Cut(value) for value in concat.values]:
+        cuts = [Cut(concat.outputs[0])]  # the window reads the concat's output whole
+    join_axis = axis - sum(reader.squeezes(other) for other in range(axis))
+    return Window(reader.output(), tuple(cuts), join_axis)
+
+
+class WindowOfConcat(RewritePattern):
+    """A window op whose ``x`` is a concat's output."""
+
+    op_types = tuple(READERS)
+
+    def __init__(self) -> None:
+        self._consts: dict[tuple, Var] = {}
+
+    def match(self, op: Operation) -> tuple[Window, ...] | Refusal | None:
+        concat = op.x.op
+        if concat is None or concat.op_type != "concat":
+            return None
+        if concat.interleave is not None and concat.interleave.val:
+            return Refusal(op, f"concat '{concat.name}' interleaves its inputs")
+        axis = concat.axis.val.item() % op.x.rank
+        sizes = _concat_sizes(op, concat, axis)
+        if isinstance(sizes, Refusal):
+            return sizes
+        readers = READERS[op.op_type].read(op, axis)
+        if isinstance(readers, Refusal):
+            return readers
+        windows = tuple(_window(reader, concat, axis, sizes) for reader in readers)
+        refused = [window for window in windows if isinstance(window, Refusal)]
+        return refused[0] if refused else windows
+
+    def rewrite(self, op: Operation, match: tuple[Window, ...], rewriter: Rewriter) -> None:
+        for window in match:
+            if not (window.output.child_ops or window.output.consuming_blocks):
+                continue  # an unused output of a split
+            name = window.output.name
+            pieces = [self._piece(op, cut, f"{name}_piece{k}", rewriter) for k, cut in enumerate(window.cuts)]
+            joined = pieces[0] if len(pieces) == 1 else rewriter.emit(
+                op, "concat", f"{name}_concat", values=tuple(pieces),
+                axis=self._const(rewriter, op, "axis", window.join_axis),
+                interleave=self._const(rewriter, op, "interleave", False),
+            )
+            rewriter.replace(window.output, joined)
+
+    def _piece(self, op: Operation, cut: Cut, name: str, rewriter: Rewriter) -> Var:
+        if cut.op_type is None:
+            return cut.source
+        params = {param: self._const(rewriter, op, param, values) for param, values in cut.params.items()}
+        return rewriter.emit(op, cut.op_type, name, x=cut.source, **params)
+
+    def _const(self, rewriter: Rewriter, op: Operation, param: str, value: Any) -> Any:
+        """One const per value and function, first in the function: windows share their bounds.
+
+        Building ops is most of this pass's cost: sharing makes the streaming program's rewrite
+        2 ops per window instead of 7. Negative bounds are not shared: coremltools' slice type
+        inference rewrites them in place for the shape of the op at hand.
+        """
+        value = np.array(value, dtype=np.bool_ if param.endswith(("mask", "interleave")) else np.int32)
+        if value.dtype != np.bool_ and (value < 0).any():
+            return value
+        block = op.enclosing_block
+        while block.outer_op is not None:
+            block = block.outer_op.enclosing_block
+        key = (block, param, value.dtype, value.shape, value.tobytes())
+        var = self._consts.get(key)
+        if var is None or var.op.enclosing_block is None:
+            var = rewriter.emit(block.operations[0], "const", f"concat_slice_{param}", val=value)
+            self._consts[key] = var
+        return var
+
+
+@register("concat_slice_to_slice_concat")
+class ConcatSliceToSliceConcat(PatternPass):
+    """Rewrite every window of a concat's output as a concat of windows of its inputs."""
+
+    name = "webnn::concat_slice_to_slice_concat"
+
+    def patterns(self) -> list[RewritePattern]:
+        return [WindowOfConcat()]
