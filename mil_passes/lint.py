@@ -84,6 +84,26 @@ def window_on_concat(op: Operation) -> Window | None:
     return Window(axis, start, len(range(start, stop, stride)), stride, int(size))
 
 
+def _keeps_concat_axis(op: Operation, concat: Operation) -> bool:
+    """A ``slice_by_size`` or ``split`` that reads the concat axis whole, in order: it cuts other
+    axes only, no window of the concat axis (as a whole-axis ``slice_by_index``)."""
+    axis = concat_axis(concat)
+    if axis is None:
+        return False
+    if op.op_type == "split":
+        split_axis = op.axis.val
+        return split_axis is not None and int(split_axis) % op.x.rank != axis
+    begin, size = op.begin.val, op.size.val
+    if begin is None or size is None:
+        return False
+    dim = op.x.shape[axis]
+    whole = None if is_symbolic(dim) else int(dim)
+    start, width = int(begin[axis]), int(size[axis])
+    return (start == 0 or (whole is not None and start == -whole)) and (
+        width == -1 or (whole is not None and width == whole)
+    )
+
+
 def _joins(var) -> list[Operation]:
     return [c for c in var.child_ops if c.op_type in ("concat", "stack") and len(c.values) > 1]
 
@@ -103,6 +123,8 @@ def _ane_refused(op: Operation, window: Window) -> Operation | None:
 def _window_findings(op: Operation) -> list[Finding]:
     producer = op.x.op
     if producer is None or producer.op_type != "concat":
+        return []
+    if op.op_type != "slice_by_index" and _keeps_concat_axis(op, producer):
         return []
     window = window_on_concat(op)
     if window is not None:

@@ -52,14 +52,6 @@ class UnknownPass(ValueError):
     """A pass name that is not registered."""
 
 
-def _registered(name: str) -> bool:
-    try:
-        PASS_REGISTRY[name]
-    except KeyError:
-        return False
-    return True
-
-
 def resolve_pass_names(pass_names: Iterable[str] | None = None) -> list[str]:
     """Registry names for ``pass_names`` (default: the package's passes, in pipeline order).
 
@@ -72,7 +64,7 @@ def resolve_pass_names(pass_names: Iterable[str] | None = None) -> list[str]:
     names = []
     for name in pass_names:
         full = name if "::" in name else f"webnn::{name}"
-        if not _registered(full):
+        if full not in PASS_REGISTRY:
             known = ", ".join(PASS_NAMES)
             raise UnknownPass(f"unknown pass '{name}' (the package's passes: {known})")
         names.append(full)

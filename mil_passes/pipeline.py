@@ -22,15 +22,7 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
 )
 
 
-def _registered(name: str) -> bool:
-    try:
-        PASS_REGISTRY[name]
-    except KeyError:
-        return False
-    return True
-
-
-PASS_NAMES: tuple[str, ...] = tuple(name for name, _ in PLACEMENT if _registered(name))
+PASS_NAMES: tuple[str, ...] = tuple(name for name, _ in PLACEMENT if name in PASS_REGISTRY)
 
 
 def pipeline(base: PassPipeline | None = None) -> PassPipeline:

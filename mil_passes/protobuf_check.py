@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .lint import Finding
+from .rewriter import FreshNames
 
 
 class InterfaceClash(ValueError):
@@ -140,11 +141,13 @@ class _Renamer:
 
 def _keepers(definitions: list[_Definition], outputs: list[str], function_name: str) -> None:
     """Mark the function's inputs and the top-level definitions its outputs read."""
+    top_level: dict[str, list[_Definition]] = {}
     for definition in definitions:
-        if definition.scope == () and definition.label.startswith("input "):
-            definition.interface = True
+        if definition.scope == ():
+            top_level.setdefault(definition.name, []).append(definition)
+            definition.interface = definition.label.startswith("input ")
     for output in outputs:
-        last = [d for d in definitions if d.scope == () and d.name == output]
+        last = top_level.get(output)
         if not last:
             continue
         reader = last[-1]
@@ -155,13 +158,6 @@ def _keepers(definitions: list[_Definition], outputs: list[str], function_name: 
                 "different values with one name; renaming either would change the model's interface"
             )
         reader.interface = True
-
-
-def _free_name(base: str, taken: set[str]) -> str:
-    suffix = 1
-    while f"{base}_{suffix}" in taken:
-        suffix += 1
-    return f"{base}_{suffix}"
 
 
 def fix_duplicate_names(spec) -> list[Finding]:
@@ -182,6 +178,7 @@ def fix_duplicate_names(spec) -> list[Finding]:
         taken.update(d.name for d in collector.definitions)
         taken.update(_all_op_names(block))
     findings = []
+    fresh = FreshNames(taken)
     for function_name, function, block, definitions in walks:
         _keepers(definitions, list(block.outputs), function_name)
         new_names = [d.name for d in definitions]
@@ -199,8 +196,7 @@ def fix_duplicate_names(spec) -> list[Finding]:
             renamed = []
             for i in involved:
                 if i != keeper:
-                    new_names[i] = _free_name(name, taken)
-                    taken.add(new_names[i])
+                    new_names[i] = fresh.suffixed(name)
                     renamed.append(f"{definitions[i].label} -> '{new_names[i]}'")
             labels = ", ".join(definitions[i].label for i in involved)
             findings.append(Finding(

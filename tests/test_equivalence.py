@@ -117,3 +117,21 @@ def test_check_pass_catches_a_pass_that_is_not_idempotent():
 def test_check_pass_returns_the_rewritten_program():
     after = check_pass(build, "common::dead_code_elimination")
     assert op_counts(after) == {"add": 1}
+
+
+def test_check_pass_checks_every_function_not_only_main():
+    def two_functions():
+        @mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=IOS17)
+        def prog(x):
+            return mb.relu(x=x, name="out")
+
+        @mb.function(input_specs=[mb.TensorSpec((2,))], opset_version=IOS17)
+        def second(x):
+            return mb.add(x=x, y=1.0, name="out")
+
+        prog.add_function("second", second)
+        return prog
+
+    # flip_add_to_sub leaves main (no add) as it is and breaks the second function.
+    with pytest.raises(AssertionError, match="output 'out' differs"):
+        check_pass(two_functions, "test_harness::flip_add_to_sub")

@@ -190,6 +190,15 @@ FOLDED_VALUES = {
         ],
         [0, 0],
     ),
+    # a size times -0.0 is -0.0 (check_pass compares bit for bit)
+    "runtime_signed_zeros": (
+        lambda d: [
+            mb.mul(x=mb.cast(x=mb.gather(x=d, indices=0, axis=0), dtype="fp32"), y=np.float32(-0.0)),
+            mb.mul(x=np.float32(-0.0), y=mb.cast(x=mb.gather(x=d, indices=1, axis=0), dtype="fp32")),
+            mb.mul(x=mb.cast(x=mb.gather(x=d, indices=0, axis=0), dtype="fp32"), y=np.float32(0.0)),
+        ],
+        [np.float32(-0.0), np.float32(-0.0), np.float32(0.0)],
+    ),
     "broadcast": (
         lambda d: mb.mul(x=mb.slice_by_index(x=d, begin=[2], end=[4]), y=mb.gather(x=d, indices=[3], axis=0)),
         [32, 16],
@@ -202,10 +211,11 @@ def test_value_from_static_dims_becomes_const(form):
     fn, want = FOLDED_VALUES[form]
     after = check(values_program(fn), sizes=(1, {"B": 2, "S": 3}))
     assert "shape" not in op_counts(after)
-    wants = want if form in ("arithmetic", "runtime_identities") else [want]
+    wants = want if form in ("arithmetic", "runtime_identities", "runtime_signed_zeros") else [want]
     for index, value in enumerate(wants):
         got = output_value(after, index)
         assert got is not None and np.array_equal(got, value), (index, got, value)
+        assert np.array_equal(np.signbit(got), np.signbit(value)), (index, got, value)
 
 
 def test_split_folds_only_its_static_output():
@@ -266,6 +276,26 @@ def test_large_tensor_is_not_a_shape_value():
         return mb.add(x=x, y=1.0, name="out")
 
     assert run(prog) == {}  # not a shape value: not a candidate, nothing reported
+
+
+def test_each_value_is_computed_once_per_run(monkeypatch):
+    """A chain of small-vector arithmetic: each var's value is computed once in a run, not once
+    per op that reads it (a memo per match made a 1,000-op chain take minutes)."""
+    from mil_passes.passes._shape_values import Values
+
+    layers = 60
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(4,))], opset_version=ct.target.iOS17)
+    def prog(x):
+        for _ in range(layers):
+            x = mb.add(x=x, y=1.0)
+        return x
+
+    evaluated = []
+    original = Values._evaluate
+    monkeypatch.setattr(Values, "_evaluate", lambda self, var: evaluated.append(var) or original(self, var))
+    assert run(prog) == {}
+    assert len(evaluated) <= 3 * layers
 
 
 # -- 3. reshape targets ------------------------------------------------------------------------

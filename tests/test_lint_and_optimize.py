@@ -88,3 +88,22 @@ def test_run_passes_rejects_unknown_pass_before_running():
     with pytest.raises(ValueError, match="unknown pass 'webnn::nope'"):
         run_passes(prog, ["webnn::concat_slice_to_slice_concat", "webnn::nope"])
     assert str(prog) == before
+
+
+def test_cuts_of_other_axes_than_the_concat_axis_are_not_windows():
+    """slice-of-concat is a window on the concat's axis; a slice_by_size or split cutting only
+    other axes (webnn::concat_slice_to_slice_concat refuses such a split) is not reported."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 4, 8)), mb.TensorSpec((2, 4, 7))], opset_version=IOS17)
+    def prog(cache, x):
+        joined = mb.concat(values=(cache, x), axis=-1, name="joined")
+        first = mb.slice_by_size(x=joined, begin=[0, 0, 0], size=[1, -1, -1], name="first")
+        last = mb.slice_by_size(x=joined, begin=[1, 0, -15], size=[1, 2, 15], name="last")
+        top, bottom = mb.split(x=joined, num_splits=2, axis=0, name="halves")
+        window = mb.slice_by_size(x=joined, begin=[0, 0, 7], size=[-1, -1, 8], name="window")
+        head, tail = mb.split(x=joined, split_sizes=[7, 8], axis=2, name="parts")
+        return first, last, top, bottom, window, head, tail
+
+    assert [(f.rule, f.op) for f in lint(prog)] == [
+        ("slice-of-concat", "window"), ("slice-of-concat", "parts"),
+    ]

@@ -415,3 +415,32 @@ def test_save_without_like_describes_the_program(tmp_path):
     assert [f.name for f in spec.description.input] == ["x", "n"]
     assert spec.specificationVersion == int(IOS17)
     assert mlpackage.read(written).findings == []
+
+
+def test_many_definitions_of_one_name_are_renamed_in_linear_time():
+    """4,000 ops all defining ``t`` (8x 500): about 8x the time, not the 40x a suffix search from
+    ``t_1`` for each rename took."""
+    import time
+
+    from mil_passes.protobuf_check import fix_duplicate_names
+
+    def chain(count):
+        ops = [hand.operation("relu", [("t", F32(2))], {"x": "x"})]
+        ops += [hand.operation("relu", [("t", F32(2))], {"x": "t"}) for _ in range(count - 1)]
+        ops += [hand.operation("relu", [("out", F32(2))], {"x": "t"})]
+        return hand.ml_program([("x", F32(2))], ops, ["out"])
+
+    def best_seconds(count):
+        best = float("inf")
+        for _ in range(3):
+            spec = chain(count)
+            start = time.perf_counter()
+            (finding,) = fix_duplicate_names(spec)
+            best = min(best, time.perf_counter() - start)
+        assert f"'t' is defined {count} times" in finding.message
+        names = [out.name for op in spec.mlProgram.functions["main"].block_specializations["CoreML7"].operations
+                 for out in op.outputs]
+        assert len(set(names)) == len(names) and names[-2] == f"t_{count - 1}"
+        return best
+
+    assert best_seconds(4000) < 20 * best_seconds(500)

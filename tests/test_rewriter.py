@@ -122,21 +122,24 @@ def test_nested_blocks_are_rewritten():
         assert_equivalent(build(), prog, inputs={"x": np.array([-1, 2], np.float32), "p": np.array([flag])})
 
 
+class ReluToItsInput(RewritePattern):
+    """``relu(x)`` → ``x``: wrong on purpose, it only moves a function output onto an input."""
+
+    op_types = ("relu",)
+
+    def match(self, op):
+        return True
+
+    def rewrite(self, op, match, rewriter):
+        rewriter.replace(op.outputs[0], op.x)
+
+
 def test_function_output_replaced_by_a_function_input_gets_an_identity_with_its_name():
-    class OutputIsInput(RewritePattern):
-        op_types = ("relu",)
-
-        def match(self, op):
-            return True
-
-        def rewrite(self, op, match, rewriter):
-            rewriter.replace(op.outputs[0], op.x)
-
     @mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=IOS17)
     def prog(x):
         return mb.relu(x=x, name="out")
 
-    apply_patterns(prog, [OutputIsInput()], pass_name="test")
+    apply_patterns(prog, [ReluToItsInput()], pass_name="test")
     func = prog.functions["main"]
     assert [o.name for o in func.outputs] == ["out"]
     assert op_counts(prog) == {"identity": 1}
@@ -192,3 +195,48 @@ def test_iter_blocks_visits_nested_blocks_after_their_parent():
     blocks = list(iter_blocks(prog))
     assert len(blocks) == 3 and blocks[0] is prog.functions["main"]
     assert {op.op_type for op in iter_ops(prog)} >= {"cond", "relu", "tanh", "squeeze"}
+
+
+def test_identity_for_a_function_output_carries_the_scope_of_what_it_replaces():
+    """Inside ct.convert of a torch model every op needs the essential scopes (FIELD_NOTES §2)."""
+    from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+    from coremltools.converters.mil.mil.scope import ScopeInfo, ScopeSource
+
+    from mil_passes.rewriter import PatternPass
+
+    class OutputIsInputPass(PatternPass):
+        name = "test::output_is_input"
+
+        def patterns(self):
+            return [ReluToItsInput()]
+
+    @mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=IOS17)
+    def prog(x):
+        with mb.scope(ScopeInfo(source=ScopeSource.TORCHSCRIPT_MODULE_NAME, data=["block.0"])):
+            return mb.relu(x=x, name="out")
+
+    prog._add_essential_scope_source(ScopeSource.TORCHSCRIPT_MODULE_NAME)
+    OutputIsInputPass()(prog)  # __call__, as a pipeline runs it: under the graph-pass scope
+    PASS_REGISTRY["common::dead_code_elimination"](prog)
+    prog.validate(check_essential_scope=True)
+    (identity,) = [op for op in iter_ops(prog) if op.op_type == "identity"]
+    assert identity.scopes[ScopeSource.TORCHSCRIPT_MODULE_NAME] == ["block.0"]
+
+
+def test_unique_names_of_one_base_take_linear_time(monkeypatch):
+    """Each call resumes the base's search where the last stopped: 2,000 names of one base probe
+    a few thousand candidates, not the 2 million a search from ``_1`` each time makes."""
+    import mil_passes.rewriter as rewriter_module
+
+    probes = []
+
+    class CountingSet(set):
+        def __contains__(self, name):
+            probes.append(name)
+            return super().__contains__(name)
+
+    monkeypatch.setattr(rewriter_module, "program_names", lambda prog: CountingSet({"t"}))
+    rewriter = Rewriter(triple_relu())
+    names = [rewriter.unique_name("t") for _ in range(2000)]
+    assert names[:3] == ["t_1", "t_2", "t_3"] and len(set(names)) == 2000
+    assert len(probes) <= 3 * 2000

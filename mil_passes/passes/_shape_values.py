@@ -72,14 +72,14 @@ def numpy_dtype(var: Var) -> np.dtype | None:
 
 def trackable(var: Var) -> bool:
     """A numeric scalar, or a vector of static length up to MAX_ELEMENTS: what shapes are made of."""
-    if numpy_dtype(var) is None:
+    sym_type = var.sym_type
+    if types.is_tensor(sym_type):  # the shape first: it rules out most tensors, and costs less
+        shape = sym_type.get_shape()
+        if len(shape) != 1 or is_symbolic(shape[0]) or int(shape[0]) > MAX_ELEMENTS:
+            return False
+    elif not types.is_scalar(sym_type):
         return False
-    if types.is_scalar(var.sym_type):
-        return True
-    if not types.is_tensor(var.sym_type) or any_variadic(var.shape):
-        return False
-    shape = var.shape
-    return len(shape) == 1 and not is_symbolic(shape[0]) and int(shape[0]) <= MAX_ELEMENTS
+    return numpy_dtype(var) is not None
 
 
 class Values:
@@ -367,11 +367,11 @@ def _dim_identity(op_type: str, a, b, dtype: np.dtype):
     if isinstance(a, Dim) and _is_number(b):
         if _RIGHT_IDENTITY.get(op_type) == b:
             return a
-        return dtype.type(0) if op_type == "mul" and b == 0 else None
+        return dtype.type(b) if op_type == "mul" and b == 0 else None  # a size times ±0 is that 0
     if _is_number(a) and isinstance(b, Dim):
         if _LEFT_IDENTITY.get(op_type) == a:
             return b
-        return dtype.type(0) if op_type == "mul" and a == 0 else None
+        return dtype.type(a) if op_type == "mul" and a == 0 else None
     return None
 
 

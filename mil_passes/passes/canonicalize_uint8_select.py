@@ -71,9 +71,8 @@ def _shape_of(var: Var) -> tuple | None:
 
 
 def _all_equal(value: Any, number: int) -> bool:
-    """Every element equals ``number``; zeros must be +0 (``cast`` never makes −0)."""
-    array = np.asarray(value)
-    return bool(np.all(array == number)) and not (number == 0 and np.any(np.signbit(array)))
+    """Every element equals ``number`` (−0 equals 0 here; see :class:`SelectOfOnesZeros`)."""
+    return bool(np.all(np.asarray(value) == number))
 
 
 class CastRoundTripToBool(RewritePattern):
@@ -81,13 +80,10 @@ class CastRoundTripToBool(RewritePattern):
 
     op_types = ("cast",)
 
-    def match(self, op: Operation) -> Var | Refusal:
+    def match(self, op: Operation) -> Var | None:
         if not _casts_to_bool(op):
-            return Refusal(op, f"casts to {op.dtype.val}, not bool")
-        source = bool_source(op.x)
-        if source is None:
-            return Refusal(op, f"x '{op.x.name}' is not a chain of casts of a bool")
-        return source
+            return None  # not a candidate of any rule
+        return bool_source(op.x)  # None: rule 2's to rewrite
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
         rewriter.replace(op.outputs[0], match)
@@ -98,11 +94,9 @@ class CastToBoolAsNotEqual(RewritePattern):
 
     op_types = ("cast",)
 
-    def match(self, op: Operation) -> Var | Refusal:
-        if not _casts_to_bool(op):
-            return Refusal(op, f"casts to {op.dtype.val}, not bool")
-        if types.is_bool(op.x.dtype):
-            return Refusal(op, f"x '{op.x.name}' is already bool")
+    def match(self, op: Operation) -> Var | None:
+        if not _casts_to_bool(op) or types.is_bool(op.x.dtype):
+            return None  # not a cast to bool, or rule 1's to rewrite
         return op.x
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
@@ -120,18 +114,18 @@ class SelectOfOnesZeros(RewritePattern):
 
     op_types = ("select",)
 
-    def match(self, op: Operation) -> bool | Refusal:
+    def match(self, op: Operation) -> tuple[bool] | Refusal | None:
         out = op.outputs[0]
-        if types.is_bool(out.dtype):
-            return Refusal(op, "selects bool values, not numbers")
-        if op.a.val is None or op.b.val is None:
-            return Refusal(op, "a or b is not a constant")
+        if types.is_bool(out.dtype) or op.a.val is None or op.b.val is None:
+            return None  # selects bools, or values known only at run time: not a candidate
         if _all_equal(op.a.val, 1) and _all_equal(op.b.val, 0):
-            negate = False
+            negate, zeros = False, op.b.val
         elif _all_equal(op.a.val, 0) and _all_equal(op.b.val, 1):
-            negate = True
+            negate, zeros = True, op.a.val
         else:
-            return Refusal(op, "a and b are not all-ones and all-(+0) zeros")
+            return None  # other constants
+        if np.any(np.signbit(zeros)):
+            return Refusal(op, "its zeros include −0, and a cast of a bool gives +0")
         if _shape_of(op.cond) != _shape_of(out):
             return Refusal(
                 op, f"cond's shape {_shape_of(op.cond)} is not the output's {_shape_of(out)}"
@@ -154,10 +148,10 @@ class SelectOfLogicalNot(RewritePattern):
 
     op_types = ("select",)
 
-    def match(self, op: Operation) -> Var | Refusal:
+    def match(self, op: Operation) -> Var | None:
         producer = op.cond.op
         if producer is None or producer.op_type != "logical_not":
-            return Refusal(op, f"cond '{op.cond.name}' is not a logical_not")
+            return None
         return producer.x
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
@@ -171,10 +165,10 @@ class DoubleLogicalNot(RewritePattern):
 
     op_types = ("logical_not",)
 
-    def match(self, op: Operation) -> Var | Refusal:
+    def match(self, op: Operation) -> Var | None:
         producer = op.x.op
         if producer is None or producer.op_type != "logical_not":
-            return Refusal(op, f"x '{op.x.name}' is not a logical_not")
+            return None
         return producer.x
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:

@@ -241,8 +241,11 @@ class FoldReshapeTarget(RewritePattern):
 
     op_types = ("reshape",)
 
+    def __init__(self, values: Values | None = None) -> None:
+        self.values = values if values is not None else Values()
+
     def match(self, op: Operation):
-        plan = plan_reshape(op, Values())
+        plan = plan_reshape(op, self.values)
         if isinstance(plan, Refusal) and plan.reason in (ALREADY_CONST, NOT_FROM_SHAPE):
             return None
         return plan
@@ -263,8 +266,11 @@ class FoldShapeValue(RewritePattern):
 
     op_types = tuple(RULES)
 
+    def __init__(self, values: Values | None = None) -> None:
+        self.values = values if values is not None else Values()
+
     def match(self, op: Operation):
-        values = Values()
+        values = self.values
         used = [v for v in op.outputs if _used(v)]
         folds = []
         for var in used:
@@ -332,4 +338,8 @@ class FoldShapeOps(PatternPass):
     name = "webnn::fold_shape_ops"
 
     def patterns(self) -> list[RewritePattern]:
-        return [FoldShapeValue(), FoldReshapeTarget()]
+        # One memo for the whole run: each var's value is computed once (a fresh memo per match
+        # walks every op's whole chain again, quadratic in the chain's length). A rewrite only
+        # replaces a var by one of equal value, so what the memo holds stays true.
+        values = Values()
+        return [FoldShapeValue(values), FoldReshapeTarget(values)]

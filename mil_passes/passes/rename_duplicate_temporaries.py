@@ -55,7 +55,7 @@ from typing import Iterable, NamedTuple
 from coremltools.converters.mil.mil import Function, Operation, Program, Var
 from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
 
-from ..rewriter import iter_blocks, iter_ops, program_names
+from ..rewriter import FreshNames, iter_blocks, iter_ops, program_names
 from . import register
 
 logger = logging.getLogger("mil_passes")
@@ -132,13 +132,6 @@ def _definitions(prog: Program, skip: set[Var]) -> tuple[list[Var], list[Operati
     return list(defined), ops
 
 
-def _free_name(base: str, taken: set[str]) -> str:
-    suffix = 1
-    while f"{base}_{suffix}" in taken:
-        suffix += 1
-    return f"{base}_{suffix}"
-
-
 def _dedup(
     kind: str,
     items: Iterable[Var | Operation],
@@ -151,16 +144,16 @@ def _dedup(
     ``followers[item]`` take ``item``'s new name. ``taken`` holds every name in use (both
     namespaces) and grows with each new name."""
     renames = []
+    fresh = FreshNames(taken)
     for item in items:
         if item.name is None or item in keep:
             continue
         if item.name in claimed:
-            new = _free_name(item.name, taken)
+            new = fresh.suffixed(item.name)
             renames.append(Rename(kind, item.name, new))
             item.name = new
             for follower in (followers or {}).get(item, ()):
                 follower.name = new
-            taken.add(new)
         claimed.add(item.name)
     return renames
 
