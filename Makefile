@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test fuzz bench clean
+.PHONY: demo test fuzz bench peer-suite clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,3 +35,6 @@ bench: $(VENV)/.installed-bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+peer-suite: $(VENV)/.installed-test
+	$(BIN)/python benchmarks/peer_suite.py

@@ -1,0 +1,395 @@
+"""The peer suite: coremltools' own torch-op tests, numeric on Linux through the reference interpreter.
+
+Runs coremltools' ``test_torch_ops.py`` (ML Program backends only) twice under
+``-p mil_passes.reference.pytest_plugin``: as shipped, and with every conversion given
+``mil_passes.pipeline()``; then writes ``benchmarks/results/peer_suite.md``: per test class, the
+cases that agree with torch at the suite's own tolerances, disagree, fail to convert, or are
+skipped, for both runs; the difference between the runs; and every failure classified.
+
+    PEER_SAMPLE=20 python benchmarks/peer_suite.py    # every 20th case (deterministic)
+    python benchmarks/peer_suite.py --report-only     # rebuild the report from the last run
+
+The two runs go in parallel (``--jobs 2``). Per-test outcomes are kept as JSON lines in
+``--work`` (default ``build/peer_suite``). Exits 1 when ``mil_passes.pipeline()`` turned a
+case that agreed into one that does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULE = "coremltools.converters.mil.frontend.torch.test.test_torch_ops"
+DEFAULT_SAMPLE = 4
+DEFAULT_TIMEOUT = 300.0
+RUNS = {"shipped": [], "pipeline": ["--mil-passes-pipeline"]}
+RUN_TITLES = {"shipped": "as shipped", "pipeline": "with mil_passes.pipeline()"}
+
+# Outcome columns, in report order (see mil_passes.reference.pytest_plugin.OUTCOMES).
+COLUMNS = ("agree", "disagree", "interpreter-error", "pass-error", "timeout", "conversion-failure",
+           "failed", "converted", "skipped", "xfail", "neural-network")
+COMPARED = ("agree", "disagree", "interpreter-error")  # converted, then predicted by the interpreter
+FAILING = ("disagree", "interpreter-error", "pass-error", "timeout")  # ours to explain, case by case
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A classified cause of failure: rows whose ``field`` matches ``pattern``."""
+
+    field: str
+    pattern: str
+    category: str
+    evidence: str
+    reproducer: str = ""
+
+    def matches(self, row: dict) -> bool:
+        return re.search(self.pattern, str(row.get(self.field, ""))) is not None
+
+
+# Every failure the report lists is classified by the first cause that matches it.
+CAUSES = (
+    Cause(
+        "message", r"only 0-dimensional arrays can be converted to Python scalars",
+        "numpy-2.4 incompatibility of coremltools 9.0",
+        "coremltools calls `int()`/`float()` on a size-1, rank-1 array (the torch frontend's `_cast` for "
+        "`aten::Int`/`aten::Float` on a `(1,)` tensor, `frontend/torch/ops.py`), which NumPy deprecated in "
+        "1.25 and the installed NumPy 2.4 refuses: `int(np.array([5]))` raises this TypeError. "
+        "Not a torch-2.13 problem: taking the scalar with `.item()` in `_cast` makes the reproducer "
+        "convert, and its prediction equals torch's.",
+        "import torch, coremltools as ct\n\n"
+        "class Full(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.full(x.shape, fill_value=2.0)\n\n"
+        "x = torch.rand(2, 3)\n"
+        "ct.convert(torch.jit.trace(Full(), x), inputs=[ct.TensorType(shape=x.shape)], convert_to=\"mlprogram\")\n"
+        "# TypeError: only 0-dimensional arrays can be converted to Python scalars (frontend/torch/ops.py, _cast)",
+    ),
+    Cause(
+        "message", r"name 'torchvision' is not defined",
+        "environment: torchvision is not installed",
+        "the test calls `torchvision.ops` without `pytest.importorskip`; torchvision is not a dependency.",
+    ),
+    Cause(
+        "message", r"name 'torchaudio' is not defined",
+        "environment: torchaudio is not installed",
+        "the test calls `torchaudio` without `pytest.importorskip`; torchaudio is not a dependency.",
+    ),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sample", type=int, default=int(os.environ.get("PEER_SAMPLE", DEFAULT_SAMPLE)),
+                        help=f"run every Nth case (env PEER_SAMPLE; default {DEFAULT_SAMPLE}; 1 = all)")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "peer_suite.md")
+    parser.add_argument("--work", type=Path, default=ROOT / "build" / "peer_suite")
+    parser.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="runs in parallel")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="per-test limit in seconds")
+    parser.add_argument("-k", dest="keyword", default=None, help="an extra pytest -k expression")
+    parser.add_argument("--case", dest="cases", action="append", default=[], metavar="CLASS::TEST[ID]",
+                        help="run only this case (repeatable): a node id within the module")
+    parser.add_argument("--report-only", action="store_true", help="rebuild the report from --work")
+    args = parser.parse_args(argv)
+    if args.sample < 1:
+        parser.error("--sample must be a positive integer")
+    args.work.mkdir(parents=True, exist_ok=True)
+    meta_path = args.work / "meta.json"
+    if not args.report_only:
+        meta = {"sample": args.sample, "keyword": args.keyword, "cases": len(args.cases), "jobs": args.jobs,
+                "wall_seconds": run_both(args), "date": datetime.date.today().isoformat()}
+        meta_path.write_text(json.dumps(meta, indent=1))
+    meta = json.loads(meta_path.read_text())
+    session_path = args.work / "shipped.session.json"
+    if session_path.exists():
+        meta["selected"] = json.loads(session_path.read_text())["selected"]
+    results = {name: load_rows(args.work / f"{name}.jsonl") for name in RUNS}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(results, meta))
+    introduced = introduced_failures(results)
+    print(f"wrote {args.out}: {len(results['shipped'])} cases per run, "
+          f"{len(introduced)} failures introduced by mil_passes.pipeline()")
+    return 1 if introduced else 0
+
+
+def pytest_command(args, run: str) -> list[str]:
+    keyword = "not neuralnetwork" + (f" and ({args.keyword})" if args.keyword else "")
+    if args.cases:
+        import importlib.util
+
+        path = importlib.util.find_spec(MODULE).origin
+        targets = [f"{path}::{case}" for case in args.cases]
+    else:
+        targets = ["--pyargs", MODULE]
+    return [
+        sys.executable, "-m", "pytest", "-q", "-rN", "-p", "no:cacheprovider",
+        "-p", "mil_passes.reference.pytest_plugin", *targets, "-k", keyword,
+        f"--reference-sample={args.sample}", f"--reference-outcomes={args.work / f'{run}.jsonl'}",
+        f"--reference-timeout={args.timeout:g}", *RUNS[run],
+    ]
+
+
+def run_both(args) -> dict[str, float]:
+    """Run the two pytest sessions (in parallel with ``--jobs 2``); their wall seconds."""
+    env = dict(os.environ, PYMIL_TEST_TARGETS="mlprogram")  # ML Program backends only
+    started, procs, seconds = {}, {}, {}
+    pending = list(RUNS)
+    while pending or procs:
+        while pending and len(procs) < args.jobs:
+            run = pending.pop(0)
+            log = open(args.work / f"{run}.log", "w")
+            print(f"peer suite ({RUN_TITLES[run]}): every {args.sample}th case, log in {log.name}", flush=True)
+            procs[run] = (subprocess.Popen(pytest_command(args, run), cwd=ROOT, env=env,
+                                           stdout=log, stderr=subprocess.STDOUT), log)
+            started[run] = time.perf_counter()
+        for run, (proc, log) in list(procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            log.close()
+            seconds[run] = round(time.perf_counter() - started[run], 1)
+            del procs[run]
+            if code not in (0, 1):  # 1: some tests failed, which the report is about
+                raise SystemExit(f"pytest ({RUN_TITLES[run]}) exited {code}; see {log.name}")
+        time.sleep(1)
+    return seconds
+
+
+def load_rows(path: Path) -> dict[str, dict]:
+    rows = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        rows[row["nodeid"].split("::", 1)[1]] = row
+    return rows
+
+
+def classify(row: dict) -> Cause | None:
+    return next((cause for cause in CAUSES if cause.matches(row)), None)
+
+
+def introduced_failures(results: dict) -> list[str]:
+    """Cases that agree (or convert) as shipped and not with mil_passes.pipeline()."""
+    shipped, piped = results["shipped"], results["pipeline"]
+    good = ("agree", "converted")
+    return sorted(case for case, row in shipped.items()
+                  if row["outcome"] in good and case in piped and piped[case]["outcome"] not in good)
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def render(results: dict, meta: dict) -> str:
+    shipped, piped = results["shipped"], results["pipeline"]
+    lines = [
+        "# The peer suite: coremltools' torch-op tests, numeric on Linux",
+        "",
+        f"coremltools' own `test_torch_ops.py`, ML Program backend (fp16 compute precision, as shipped), "
+        + ("every case" if meta["sample"] == 1 else f"one case in {meta['sample']} (every {meta['sample']}th)")
+        + (f" of `-k {meta['keyword']}`" if meta.get("keyword") else "")
+        + (f" of {meta['cases']} chosen cases" if meta.get("cases") else "")
+        + f": {len(shipped)} of {_population(meta)} ML Program cases, per run. Each case converts a small torch model; the reference "
+        "interpreter stands in for Core ML (`-p mil_passes.reference.pytest_plugin`), so the suite's "
+        "own `convert_and_compare` compares its outputs with torch's at the suite's own tolerances.",
+        "",
+        f"Made by `make peer-suite` (`PEER_SAMPLE={meta['sample']}`) on {meta['date']}: {_versions()}; "
+        f"wall time {_wall(meta)}.",
+        "",
+        "## Summary",
+        "",
+        "`agreement` = agree / (agree + disagree + interpreter error): of the cases that convert and "
+        "that the interpreter is asked to predict, how many match torch.",
+        "",
+        "| run | cases | " + " | ".join(COLUMNS) + " | agreement | CPU s/case |",
+        "|---|---:|" + "---:|" * len(COLUMNS) + "---:|---:|",
+    ]
+    for run, rows in results.items():
+        counts = collections.Counter(row["outcome"] for row in rows.values())
+        cpu = sum(row.get("cpu_seconds", 0.0) for row in rows.values()) / max(len(rows), 1)
+        lines.append(f"| {RUN_TITLES[run]} | {len(rows)} | " + " | ".join(str(counts[c]) for c in COLUMNS)
+                     + f" | {_agreement(counts)} | {cpu:.2f} |")
+    lines += ["", "Outcomes: " + "; ".join(f"**{name}**: {text}" for name, text in _outcome_texts().items()), ""]
+    lines += _difference(shipped, piped)
+    lines += _rewrites(piped)
+    lines += _per_class(shipped, piped)
+    lines += _failures(results)
+    lines += _conversion_failures(shipped)
+    lines += _skips(shipped)
+    return "\n".join(lines) + "\n"
+
+
+def _population(meta: dict) -> str:
+    selected = meta.get("selected")
+    return f"{selected:,}" if selected else "the"
+
+
+def _outcome_texts() -> dict[str, str]:
+    from mil_passes.reference.pytest_plugin import OUTCOMES
+
+    return {name: OUTCOMES[name] for name in COLUMNS}
+
+
+def _versions() -> str:
+    import coremltools
+    import numpy
+    import torch
+
+    return (f"coremltools {coremltools.__version__}, torch {torch.__version__}, numpy {numpy.__version__}, "
+            f"Python {platform.python_version()}, {platform.system()} {platform.machine()}")
+
+
+def _wall(meta: dict) -> str:
+    seconds = meta.get("wall_seconds", {})
+    parts = [f"{RUN_TITLES[run]} {seconds[run] / 60:.1f} min" for run in RUNS if run in seconds]
+    together = "in parallel" if meta.get("jobs", 2) == 2 else "one after the other"
+    return ", ".join(parts) + f" ({together}, 2 cores)" if parts else "not recorded"
+
+
+def _agreement(counts: collections.Counter) -> str:
+    compared = sum(counts[c] for c in COMPARED)
+    return f"{100 * counts['agree'] / compared:.1f}%" if compared else "n/a"
+
+
+def _difference(shipped: dict, piped: dict) -> list[str]:
+    changed = sorted(case for case in shipped if case in piped and shipped[case]["outcome"] != piped[case]["outcome"])
+    introduced = introduced_failures({"shipped": shipped, "pipeline": piped})
+    lines = [
+        "## Difference between the runs",
+        "",
+        f"Failures introduced by `mil_passes.pipeline()` (a case that agrees or converts as shipped and "
+        f"not with the pipeline): **{len(introduced)}**. Cases whose outcome differs: {len(changed)}.",
+        "",
+    ]
+    if changed:
+        lines += ["| case | as shipped | with mil_passes.pipeline() | detail |", "|---|---|---|---|"]
+        for case in changed:
+            detail = _one_line(piped[case].get("message") or shipped[case].get("message") or "")
+            lines.append(f"| `{case}` | {shipped[case]['outcome']} | {piped[case]['outcome']} | {detail} |")
+        lines.append("")
+    return lines
+
+
+def _rewrites(piped: dict) -> list[str]:
+    """What the package's passes changed in the pipeline run: the evidence that they ran."""
+    cases = [row for row in piped.values() if row.get("rewrites")]
+    by_pass = collections.Counter()
+    for row in cases:
+        by_pass.update(row["rewrites"])
+    lines = ["## What the package's passes rewrote", ""]
+    if not cases:
+        return lines + ["In no conversion of this sample did a pass of the package find something to rewrite.", ""]
+    agree = sum(row["outcome"] == "agree" for row in cases)
+    lines += [f"{len(cases)} conversions were rewritten by the package's passes; {agree} of them agree with torch.", "",
+              "| pass | rewrites |", "|---|---:|"]
+    lines += [f"| `{name}` | {count} |" for name, count in by_pass.most_common()]
+    return lines + [""]
+
+
+def _per_class(shipped: dict, piped: dict) -> list[str]:
+    lines = [
+        "## Per test class",
+        "",
+        "Counts as shipped; where the run with `mil_passes.pipeline()` differs, its count follows the arrow.",
+        "",
+        "| class | cases | " + " | ".join(COLUMNS) + " |",
+        "|---|---:|" + "---:|" * len(COLUMNS),
+    ]
+    by_class: dict[str, dict[str, collections.Counter]] = collections.defaultdict(
+        lambda: {"shipped": collections.Counter(), "pipeline": collections.Counter()})
+    for run, rows in (("shipped", shipped), ("pipeline", piped)):
+        for row in rows.values():
+            by_class[row["class"] or "(module)"][run][row["outcome"]] += 1
+    for cls in sorted(by_class):
+        a, b = by_class[cls]["shipped"], by_class[cls]["pipeline"]
+        cells = [str(a[c]) if a[c] == b[c] else f"{a[c]} → {b[c]}" for c in COLUMNS]
+        lines.append(f"| {cls} | {sum(a.values())} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def _failures(results: dict) -> list[str]:
+    lines = [
+        "## Disagreements, interpreter errors, timeouts — classified",
+        "",
+        "Every case the interpreter got wrong or could not run, in either run, with its cause.",
+        "",
+    ]
+    rows = [(run, case, row) for run, by_case in results.items() for case, row in by_case.items()
+            if row["outcome"] in FAILING]
+    if not rows:
+        return lines + ["None.", ""]
+    lines += ["| run | case | outcome | cause | evidence |", "|---|---|---|---|---|"]
+    for run, case, row in sorted(rows, key=lambda item: (item[1], item[0])):
+        cause = classify(row)
+        evidence = _one_line(row.get("message", "")) + (f" (at `{row['where']}`)" if row.get("where") else "")
+        lines.append(f"| {RUN_TITLES[run]} | `{case}` | {row['outcome']} | "
+                     f"{cause.category if cause else '**unclassified**'} | {evidence} |")
+    return lines + [""]
+
+
+def _conversion_failures(rows: dict) -> list[str]:
+    groups: dict[tuple, list[str]] = collections.defaultdict(list)
+    for case, row in rows.items():
+        if row["outcome"] in ("conversion-failure", "failed"):
+            key = (row["outcome"], row.get("error", ""), _first_line(row.get("message", "")), row.get("where", ""))
+            groups[key].append(case)
+    lines = [
+        "## Conversion failures and other failures, grouped by cause (as shipped)",
+        "",
+        "These cases never reach the interpreter. Known incompatibilities are listed, not hidden.",
+        "",
+    ]
+    if not groups:
+        return lines + ["None.", ""]
+    lines += ["| cases | classes | error | where | cause |", "|---:|---|---|---|---|"]
+    for (outcome, error, message, where), cases in sorted(groups.items(), key=lambda item: -len(item[1])):
+        classes = sorted({rows[case]["class"] for case in cases})
+        cause = classify(rows[cases[0]])
+        lines.append(f"| {len(cases)} | {', '.join(classes)} | {error}: {_one_line(message)} | "
+                     f"`{where}` | {cause.category if cause else outcome} |")
+    lines += ["", "Causes:", ""]
+    for cause in CAUSES:
+        lines.append(f"- **{cause.category}**: {cause.evidence}")
+        if cause.reproducer:
+            lines += ["", "  ```python", *(f"  {line}".rstrip() for line in cause.reproducer.splitlines()), "  ```", ""]
+    return lines + [""]
+
+
+def _skips(rows: dict) -> list[str]:
+    groups: dict[tuple, list[dict]] = collections.defaultdict(list)
+    for row in rows.values():
+        if row["outcome"] in ("skipped", "xfail"):
+            groups[(row["outcome"], _first_line(row.get("reason", "")))].append(row)
+    lines = ["## Skips and expected failures (as shipped)", ""]
+    if not groups:
+        return lines + ["None.", ""]
+    lines += ["Expected failures show what failed: the interpreter may fail where Core ML does.", "",
+              "| cases | outcome | reason | what failed (first case) |", "|---:|---|---|---|"]
+    for (outcome, reason), group in sorted(groups.items(), key=lambda item: -len(item[1])):
+        first = group[0]
+        failed = f"{first.get('error', '')}: {_one_line(first.get('message', ''), 100)}" if first.get("error") else ""
+        if first.get("where"):
+            failed += f" (at `{first['where']}`)"
+        lines.append(f"| {len(group)} | {outcome} | {_one_line(reason)} | {failed} |")
+    return lines + [""]
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

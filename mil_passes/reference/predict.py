@@ -1,0 +1,193 @@
+"""``MLModel.predict`` through the reference interpreter: Core ML's contract, on any platform.
+
+``predict(model, data)`` takes what ``MLModel.predict`` takes (a dict of inputs keyed by the model
+description's names, or a list of such dicts) and answers the same way: outputs keyed by the
+description's output names, in its order. Multiarray inputs (numpy arrays, lists, scalars, torch
+tensors) are cast to the declared dtype, as Core ML casts an ``MLMultiArray`` it is given; image
+inputs are ``PIL.Image`` objects of the mode coremltools requires (RGB for RGB/BGR, L for
+GRAYSCALE, F for GRAYSCALE_FLOAT16) and image outputs come back as ``PIL.Image``. A rank-0 output
+comes back with shape ``(1,)``, as Core ML returns it.
+
+The program is the model's own MIL program when it has one (an ``MLModel`` from ``ct.convert``),
+else it is loaded once from the model's protobuf and weights (an ``MLModel`` loaded from a
+package). Neural-network models have no MIL program: :class:`NotAnMLProgramError`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from coremltools.converters.mil.mil import Program
+
+from .interpreter import evaluate, numpy_dtype
+
+__all__ = ["predict", "NotAnMLProgramError"]
+
+# Image color spaces of FeatureTypes.proto: (PIL mode coremltools requires, channels, reversed).
+_IMAGE_SPACES = {
+    "RGB": ("RGB", 3, False),
+    "BGR": ("RGB", 3, True),
+    "GRAYSCALE": ("L", 1, False),
+    "GRAYSCALE_FLOAT16": ("F", 1, False),
+}
+
+_LOADED: "weakref.WeakKeyDictionary[Any, Program]" = weakref.WeakKeyDictionary()
+
+
+class NotAnMLProgramError(ValueError):
+    """The model is not an ML Program, so it has no MIL program to interpret."""
+
+
+def predict(model: Any, data: Mapping[str, Any] | list[Mapping[str, Any]]) -> Any:
+    """Outputs of ``model`` on ``data``, as ``MLModel.predict`` gives them.
+
+    ``data`` is a dict from input name to value, or a list of such dicts (then a list of
+    results is returned). Raises :class:`NotAnMLProgramError` for a model that is not an ML
+    Program, ``KeyError`` for an input name the model does not have, ``TypeError`` for an image
+    input that is not a ``PIL.Image`` of the required mode, and ``ValueError`` for a missing or
+    mis-shaped input (see :func:`~mil_passes.reference.evaluate`).
+    """
+    if isinstance(data, list):
+        if not all(isinstance(item, Mapping) for item in data):
+            raise TypeError('"data" list must contain only dictionaries')
+        return [predict(model, item) for item in data]
+    if not isinstance(data, Mapping):
+        raise TypeError(f'"data" must be a dict or a list of dicts, got {type(data).__name__}')
+    spec = _spec_of(model)
+    kind = spec.WhichOneof("Type")
+    if kind != "mlProgram":
+        raise NotAnMLProgramError(
+            f"predict() interprets ML Programs; this model is a '{kind}' model, which has no MIL "
+            "program (convert with convert_to='mlprogram')"
+        )
+    description, function_name = _description(model, spec)
+    if description.state:
+        names = ", ".join(state.name for state in description.state)
+        raise NotImplementedError(f"stateful models are not supported (state: {names})")
+    prog = _program_of(model, spec)
+    func = prog.functions[function_name]
+    feeds = _feeds(description, func, data)
+    results = evaluate(prog, feeds, function=function_name)
+    return {feature.name: _output(feature, results[feature.name]) for feature in description.output}
+
+
+def _spec_of(model: Any):
+    spec = getattr(model, "_spec", None)
+    if spec is None:
+        if not hasattr(model, "get_spec"):
+            raise TypeError(f"predict() needs a coremltools MLModel, got {type(model).__name__}")
+        spec = model.get_spec()
+    return spec
+
+
+def _description(model: Any, spec) -> tuple[Any, str]:
+    description = spec.description
+    if not description.functions:
+        return description, "main"
+    name = getattr(model, "function_name", None) or description.defaultFunctionName
+    for function in description.functions:
+        if function.name == name:
+            return function, name
+    raise ValueError(f"the model has no function '{name}'")
+
+
+def _program_of(model: Any, spec) -> Program:
+    prog = getattr(model, "_mil_program", None)
+    if isinstance(prog, Program):
+        return prog
+    prog = _LOADED.get(model)
+    if prog is None:
+        from coremltools.converters.mil.frontend.milproto.load import load
+
+        weights_dir = getattr(model, "weights_dir", None) or ""
+        prog = load(
+            model_spec=spec,
+            specification_version=spec.specificationVersion,
+            file_weights_dir=str(weights_dir),
+        )
+        _LOADED[model] = prog
+    return prog
+
+
+def _feeds(description, func, data: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    features = {feature.name: feature for feature in description.input}
+    for name in data:
+        if name not in features:
+            raise KeyError(
+                f'Provided key "{name}", in the input dict, does not match any of the model '
+                f"input name(s), which are: {set(features)}"
+            )
+    feeds = {}
+    for name, feature in features.items():
+        if name not in data:
+            continue  # evaluate() names the missing input and its type
+        var = func.inputs.get(name)
+        if var is None:
+            raise ValueError(f"input '{name}' of the model description is not an input of its program")
+        kind = feature.type.WhichOneof("Type")
+        if kind == "multiArrayType":
+            feeds[name] = _array(data[name]).astype(numpy_dtype(var), copy=False)
+        elif kind == "imageType":
+            feeds[name] = _image_to_array(name, feature.type.imageType, data[name], numpy_dtype(var))
+        else:
+            raise NotImplementedError(f"input '{name}' is of type '{kind}', which predict() does not take")
+    return feeds
+
+
+def _array(value: Any) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def _color_space(image_type) -> str:
+    return type(image_type).ColorSpace.Name(image_type.colorSpace)
+
+
+def _image_to_array(name: str, image_type, image: Any, dtype: np.dtype) -> np.ndarray:
+    try:
+        from PIL import Image
+    except ModuleNotFoundError:
+        raise NotImplementedError(f"image input '{name}' needs Pillow (pip install pillow)") from None
+    space = _color_space(image_type)
+    if space not in _IMAGE_SPACES:
+        raise NotImplementedError(f"image input '{name}' has color space {space}, which predict() does not take")
+    mode, _, reverse = _IMAGE_SPACES[space]
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"Image input, '{name}' must be of type PIL.Image.Image in the input dict")
+    if image.mode != mode:
+        raise TypeError(f"{space} image input, '{name}', must be of type PIL.Image.Image with mode=='{mode}'")
+    pixels = np.asarray(image)
+    pixels = pixels[None] if pixels.ndim == 2 else np.moveaxis(pixels, -1, 0)
+    if reverse:
+        pixels = pixels[::-1]
+    return np.ascontiguousarray(pixels[None]).astype(dtype)
+
+
+def _output(feature, value: np.ndarray) -> Any:
+    kind = feature.type.WhichOneof("Type")
+    if kind == "imageType":
+        return _array_to_image(feature.name, feature.type.imageType, value)
+    value = np.asarray(value)
+    return value.reshape(1) if value.ndim == 0 else value
+
+
+def _array_to_image(name: str, image_type, value: np.ndarray) -> Any:
+    from PIL import Image
+
+    space = _color_space(image_type)
+    if space not in _IMAGE_SPACES:
+        raise NotImplementedError(f"image output '{name}' has color space {space}, which predict() does not give")
+    mode, channels, reverse = _IMAGE_SPACES[space]
+    planes = np.asarray(value).reshape(channels, *np.shape(value)[-2:])
+    if reverse:
+        planes = planes[::-1]
+    if mode == "F":
+        return Image.fromarray(planes[0].astype(np.float32))
+    pixels = np.clip(np.rint(planes.astype(np.float32)), 0, 255).astype(np.uint8)
+    return Image.fromarray(pixels[0] if channels == 1 else np.ascontiguousarray(np.moveaxis(pixels, 0, -1)))

@@ -1,0 +1,128 @@
+"""The reference interpreter standing in for Core ML where the framework is absent.
+
+Under ``with stand_in_for_coreml():`` on a machine without Core ML (Linux, Windows),
+
+- ``MLModel.predict`` answers through :func:`~mil_passes.reference.predict.predict`;
+- coremltools' test utilities that return before comparing numbers when they are not on macOS
+  12+ (``convert_and_compare`` in the torch frontend's ``test/testing_utils.py``; the MIL op
+  tests' ``testing_utils.py``) see ``_IS_MACOS`` true and, through their own ``coremltoolsutils``
+  name only, a macOS version of :data:`STAND_IN_MACOS_VERSION`. Everything else keeps seeing the
+  real platform: ``coremltools.models.utils._macos_version`` itself is not touched.
+
+Those utility modules are patched when already imported; :meth:`StandIn.refresh` patches any
+imported since (the pytest plugin calls it before each test). Everything is restored on exit.
+Where Core ML is present (macOS, or a loaded ``libcoremlpython``) nothing is patched and the
+yielded :class:`StandIn` has ``active`` false.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["stand_in_for_coreml", "coreml_present", "StandIn", "GATED_MODULES", "STAND_IN_MACOS_VERSION"]
+
+# coremltools' test utilities that skip the numeric comparison off macOS.
+GATED_MODULES = (
+    "coremltools.converters.mil.frontend.torch.test.testing_utils",
+    "coremltools.converters.mil.testing_utils",
+)
+
+# The macOS those utilities are told they run on: new enough for every ML Program target.
+STAND_IN_MACOS_VERSION = (15, 0)
+
+_MISSING = object()
+
+
+def coreml_present() -> bool:
+    """True on macOS or where coremltools loaded its Core ML bindings."""
+    from coremltools.models import model as model_module
+
+    return sys.platform == "darwin" or getattr(model_module, "_MLModelProxy", None) is not None
+
+
+class _MacOSUtils(types.ModuleType):
+    """``coremltools.models.utils`` as a gated module sees it: the real module, but for the
+    macOS version."""
+
+    def __init__(self, real: types.ModuleType):
+        super().__init__(real.__name__, real.__doc__)
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    @staticmethod
+    def _macos_version() -> tuple[int, ...]:
+        return STAND_IN_MACOS_VERSION
+
+
+@dataclass
+class StandIn:
+    """What is patched, and how many predictions the interpreter answered."""
+
+    active: bool
+    predictions: int = 0
+    patched_modules: list[str] = field(default_factory=list)
+    _undo: list[tuple[Any, str, Any]] = field(default_factory=list, repr=False)
+
+    def _set(self, owner: Any, name: str, value: Any) -> None:
+        self._undo.append((owner, name, owner.__dict__.get(name, _MISSING)))
+        setattr(owner, name, value)
+
+    def refresh(self) -> None:
+        """Patch the gated modules imported since the stand-in was entered."""
+        if not self.active:
+            return
+        for module_name in GATED_MODULES:
+            module = sys.modules.get(module_name)
+            if module is None or module_name in self.patched_modules:
+                continue
+            self._set(module, "_IS_MACOS", True)
+            real_utils = module.__dict__.get("coremltoolsutils")
+            if real_utils is not None:
+                self._set(module, "coremltoolsutils", _MacOSUtils(real_utils))
+            self.patched_modules.append(module_name)
+
+    def _restore(self) -> None:
+        while self._undo:
+            owner, name, old = self._undo.pop()
+            if old is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, old)
+        self.patched_modules.clear()
+
+
+@contextmanager
+def stand_in_for_coreml() -> Iterator[StandIn]:
+    """Make ``MLModel.predict`` and coremltools' test utilities run on the reference
+    interpreter while the block runs, where Core ML is absent; restore everything after."""
+    if coreml_present():
+        yield StandIn(active=False)
+        return
+    from coremltools.models.model import MLModel
+
+    from .predict import predict
+
+    stand_in = StandIn(active=True)
+    core_ml_predict = MLModel.__dict__["predict"]
+
+    @functools.wraps(core_ml_predict)
+    def reference_predict(self, data, state=None):
+        if state is not None:
+            raise NotImplementedError("the reference interpreter does not run stateful models")
+        stand_in.predictions += 1
+        return predict(self, data)
+
+    stand_in._set(MLModel, "predict", reference_predict)
+    try:
+        stand_in.refresh()
+        yield stand_in
+    finally:
+        stand_in._restore()
