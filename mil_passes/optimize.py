@@ -12,7 +12,7 @@ from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from .lint import Finding, lint
-from .pipeline import PASS_NAMES
+from .pipeline import PASS_NAMES, PIPELINE_ORDER
 from .rewriter import Refusal
 from .testing.equivalence import op_counts
 
@@ -53,14 +53,14 @@ class UnknownPass(ValueError):
 
 
 def resolve_pass_names(pass_names: Iterable[str] | None = None) -> list[str]:
-    """Registry names for ``pass_names`` (default: the package's passes, in pipeline order).
+    """Registry names for ``pass_names`` (default: the package's passes as ``pipeline()`` runs them).
 
     A name without a namespace is one of the package's (``concat_slice_to_slice_concat`` is
     ``webnn::concat_slice_to_slice_concat``); coremltools' passes are named in full
     (``common::const_elimination``). Raises :class:`UnknownPass` naming the first unknown one.
     """
     if pass_names is None:
-        return list(PASS_NAMES)
+        return list(PIPELINE_ORDER)
     names = []
     for name in pass_names:
         full = name if "::" in name else f"webnn::{name}"

@@ -19,6 +19,7 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol
 
 from mil_passes import PASS_NAMES, mlpackage
+from mil_passes.pipeline import PIPELINE_ORDER
 from mil_passes.cli import main, progress_enabled
 from mil_passes.examples import streaming_cache_program
 from mil_passes.testing import milproto as hand
@@ -109,8 +110,8 @@ def test_optimize_json_is_the_documented_schema(streaming, tmp_path, capsys):
     assert document["ops"]["before"]["concat"] == 24 and document["ops"]["after"]["concat"] == 48
     assert sum(f["rule"] == REFUSED for f in document["findings"]["before"]) == 24
     assert document["findings"]["after"] == []
-    assert [p["name"] for p in document["passes"]] == list(PASS_NAMES) + ["common::dead_code_elimination"]
-    concat_pass = document["passes"][PASS_NAMES.index("webnn::concat_slice_to_slice_concat")]
+    assert [p["name"] for p in document["passes"]] == list(PIPELINE_ORDER) + ["common::dead_code_elimination"]
+    concat_pass = document["passes"][PIPELINE_ORDER.index("webnn::concat_slice_to_slice_concat")]
     assert concat_pass["rewritten"] == 24
     assert set(concat_pass) == {"name", "seconds", "rewritten", "refusals"}
 

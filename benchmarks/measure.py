@@ -1,0 +1,66 @@
+"""Timing and memory primitives: CPU time of this process, best of several samples; tracemalloc.
+
+CPU time (``time.process_time``), not wall time: the benchmarks run on shared machines, where
+wall time measures the neighbours. The best sample is the figure: noise only ever adds time.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+
+def cpu_time(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """``(seconds, result)`` of ``fn()``; garbage from before is collected first, not billed."""
+    gc.collect()
+    start = time.process_time()
+    result = fn()
+    return time.process_time() - start, result
+
+
+class Samples:
+    """Samples by key; ``best(key)`` is the smallest."""
+
+    def __init__(self) -> None:
+        self._samples: dict[Any, list[float]] = defaultdict(list)
+
+    def add(self, key: Any, seconds: float) -> None:
+        self._samples[key].append(seconds)
+
+    def best(self, key: Any) -> float:
+        if not self._samples.get(key):
+            raise KeyError(f"no samples for {key!r}")
+        return min(self._samples[key])
+
+    def count(self, key: Any) -> int:
+        return len(self._samples.get(key, ()))
+
+
+@contextmanager
+def traced() -> Iterator[Callable[[], tuple[int, int]]]:
+    """Trace allocations; yields ``memory()`` → ``(current, peak)`` bytes since the start.
+
+    ``reset_peak()`` is tracemalloc's; call it before the step whose peak you want.
+    """
+    gc.collect()
+    tracemalloc.start()
+    try:
+        yield tracemalloc.get_traced_memory
+    finally:
+        tracemalloc.stop()
+
+
+def traced_step(fn: Callable[[], Any]) -> tuple[int, int, Any]:
+    """Inside :func:`traced`: ``(peak bytes above the start, bytes kept, result)`` of ``fn()``."""
+    gc.collect()
+    before = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    result = fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    return peak - before, after - before, result

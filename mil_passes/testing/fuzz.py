@@ -1,0 +1,205 @@
+"""Run every pass of the package over random programs and report what breaks.
+
+    python -m mil_passes.testing.fuzz [--pass NAME]... [--examples N] [--seed S]
+
+Targets: each registered ``webnn::`` pass (``mil_passes.PASS_NAMES``) and ``pipeline``
+(``mil_passes.pipeline(PassPipeline.EMPTY)``: the package's passes alone, in order). Each
+program from :func:`~mil_passes.testing.strategies.programs` goes through ``check_pass``
+(validate, interface unchanged, outputs bit-exact on every feed, idempotent). One line per
+target::
+
+    webnn::NAME: N programs, F failures, H% rewritten
+
+("rewritten": the printed program changed), then each failure shrunk to a minimal program in
+MIL text form with its feeds. Exits 1 if anything failed. Runs are reproducible: the example
+database is off and ``--seed`` fixes the draws.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from hypothesis.control import current_build_context
+from hypothesis.strategies import SearchStrategy
+
+from ..pipeline import PASS_NAMES, pipeline
+from .equivalence import assert_equivalent, check_pass
+from .recipe import program_text
+from .strategies import DrawnProgram, programs
+
+Target = str | PassPipeline
+
+
+@dataclass
+class Failure:
+    """A failing program, shrunk, and what went wrong."""
+
+    error: str
+    program: DrawnProgram
+
+    def __str__(self) -> str:
+        return f"{self.error}\n{self.program!r}"
+
+
+@dataclass
+class FuzzReport:
+    """What one target did over the drawn programs."""
+
+    target: str
+    programs: int = 0
+    failures: int = 0
+    rewritten: int = 0
+    minimal: list[Failure] = field(default_factory=list)
+
+    def line(self) -> str:
+        share = 100 * self.rewritten / self.programs if self.programs else 0.0
+        return f"{self.target}: {self.programs} programs, {self.failures} failures, {share:.0f}% rewritten"
+
+
+def default_targets() -> dict[str, Target]:
+    """Every registered pass of the package, then the package's pipeline on its own."""
+    targets: dict[str, Target] = {name: name for name in PASS_NAMES}
+    targets["pipeline"] = pipeline(PassPipeline.EMPTY)
+    return targets
+
+
+def select_targets(names: list[str] | None) -> dict[str, Target]:
+    """``names`` as targets: ``pipeline``, ``webnn::NAME`` or ``NAME``, or any registered pass."""
+    known = default_targets()
+    if not names:
+        return known
+    chosen: dict[str, Target] = {}
+    for name in names:
+        full = name if name == "pipeline" or "::" in name else f"webnn::{name}"
+        if full not in known and not _registered(full):
+            raise ValueError(f"unknown pass '{name}': choose from {', '.join(known)}")
+        chosen[full] = known.get(full, full)
+    return chosen
+
+
+def _registered(name: str) -> bool:
+    try:
+        PASS_REGISTRY[name]
+    except KeyError:
+        return False
+    return True
+
+
+def check_drawn(drawn: DrawnProgram, target: Target) -> bool:
+    """``check_pass`` on the first feeds, equivalence on the others; True if rewritten."""
+    with contextlib.redirect_stderr(io.StringIO()):  # a pipeline draws a progress bar per run
+        after = check_pass(drawn.build, target, inputs=drawn.feeds[0])
+    before = drawn.reference()
+    for feeds in drawn.feeds[1:]:
+        assert_equivalent(before, after, feeds)
+    return program_text(after) != program_text(before)
+
+
+def _settings(examples: int, phases: tuple[Phase, ...]) -> settings:
+    return settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        phases=phases,
+        verbosity=Verbosity.quiet,
+        report_multiple_bugs=True,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def _run(body: Callable[[DrawnProgram], None], strategy: SearchStrategy, examples: int, at: int,
+         phases: tuple[Phase, ...]) -> None:
+    test = seed(at)(_settings(examples, phases)(given(strategy)(body)))
+    test()
+
+
+def _describe(error: BaseException) -> str:
+    lines = traceback.format_exception_only(type(error), error)
+    text = "".join(lines).strip()
+    return text if len(text) < 2000 else text[:2000] + " …"
+
+
+def fuzz(
+    name: str,
+    target: Target,
+    *,
+    examples: int = 100,
+    at: int = 0,
+    strategy: SearchStrategy | None = None,
+) -> FuzzReport:
+    """Check ``target`` on ``examples`` drawn programs; shrink the failures if there are any."""
+    strategy = programs() if strategy is None else strategy
+    report = FuzzReport(name)
+
+    def count(drawn: DrawnProgram) -> None:
+        report.programs += 1
+        try:
+            report.rewritten += check_drawn(drawn, target)
+        except Exception:
+            report.failures += 1
+
+    _run(count, strategy, examples, at, (Phase.generate,))
+    if report.failures:
+        report.minimal = shrink(target, strategy, examples, at)
+    return report
+
+
+def shrink(target: Target, strategy: SearchStrategy, examples: int, at: int) -> list[Failure]:
+    """The same draws again, now failing on the first error: hypothesis shrinks each distinct
+    failure and replays the minimal one last (``is_final``), which is the one kept."""
+    found: list[Failure] = []
+
+    def check(drawn: DrawnProgram) -> None:
+        try:
+            check_drawn(drawn, target)
+        except Exception as error:
+            if current_build_context().is_final:
+                found.append(Failure(_describe(error), drawn))
+            raise
+
+    try:
+        _run(check, strategy, examples, at, (Phase.generate, Phase.shrink))
+    except Exception:  # the failures themselves (an ExceptionGroup when there are several)
+        pass
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m mil_passes.testing.fuzz", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--pass", dest="passes", action="append", metavar="NAME",
+                        help="a pass (webnn::NAME, NAME, or 'pipeline'); repeat for more; default: all")
+    parser.add_argument("--examples", type=int, default=100, metavar="N",
+                        help="programs per pass (default 100)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the draws (default 0)")
+    args = parser.parse_args(argv)
+    try:
+        targets = select_targets(args.passes)
+    except ValueError as error:
+        parser.error(str(error))
+    warnings.simplefilter("ignore", RuntimeWarning)  # overflow and NaN in folded values are expected
+    failed = False
+    for name, target in targets.items():
+        report = fuzz(name, target, examples=args.examples, at=args.seed)
+        print(report.line(), flush=True)
+        for i, failure in enumerate(report.minimal, 1):
+            heading = f"--- {name}: minimal failing program {i} of {len(report.minimal)}"
+            print(f"{heading}\n{failure}\n", flush=True)
+        failed |= report.failures > 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

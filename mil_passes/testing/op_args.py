@@ -1,0 +1,119 @@
+"""Drawing the arguments of ops: shared helpers and the elementwise ops of the op table.
+
+Each ``add_*`` function draws what its op needs besides its first input ``x`` (vars that fit,
+or consts), emits the op through the :class:`Grower` and returns its outputs, or None when
+nothing fits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from .grower import (
+    BASIC,
+    MAX_ELEMENTS,
+    SMALL_INT,
+    Grower,
+    broadcast,
+    dtype_of,
+    is_static,
+    numel,
+    shape_of,
+)
+from .recipe import Ref
+
+
+def movable(g: Grower) -> tuple[str, ...]:
+    """Dtypes the data-movement ops take (iOS17 added the small ints)."""
+    return BASIC + SMALL_INT if g.ios17 else BASIC
+
+
+def axis_arg(g: Grower, index: int, rank: int) -> int:
+    """``index`` written positive or negative."""
+    return index - rank if g.draw(st.booleans()) else index
+
+
+# -- operands ---------------------------------------------------------------------------------
+def operand(g: Grower, dtype: str, shape: tuple, *, scalar: bool = True) -> object:
+    """A var or const of ``dtype`` whose shape broadcasts with ``shape`` (a 0-d const only if
+    ``scalar``)."""
+    if g.draw(st.booleans()):
+        ref = g.pick(
+            lambda v: dtype_of(v) == dtype
+            and (b := broadcast(shape_of(v), shape)) is not None
+            and numel(b) <= MAX_ELEMENTS
+        )
+        if ref is not None:
+            return ref
+    dims = [d if is_static(d) and g.draw(st.integers(0, 3)) else 1 for d in shape]
+    drop = g.draw(st.integers(0, max(0, len(dims) - (0 if scalar else 1))))
+    return g.const(dtype, tuple(dims[drop:]))
+
+
+def shape_arg(g: Grower, arg: object) -> tuple:
+    return shape_of(g.var(arg)) if isinstance(arg, Ref) else np.shape(arg)
+
+
+def factor(g: Grower, n: int, parts: int) -> list[int]:
+    """``parts`` positive ints whose product is ``n``."""
+    dims = []
+    for _ in range(parts - 1):
+        k = g.choose([k for k in range(1, n + 1) if n % k == 0])
+        dims.append(k)
+        n //= k
+    return [*dims, n]
+
+
+def add_binary(g: Grower, op_type: str, x: Ref) -> list[Ref]:
+    xv = g.var(x)
+    y = operand(g, dtype_of(xv), shape_of(xv))
+    first, second = (y, x) if g.chance(4) else (x, y)
+    return g.emit(op_type, {"x": first, "y": second})
+
+
+def add_unary(g: Grower, op_type: str, x: Ref) -> list[Ref]:
+    return g.emit(op_type, {"x": x})
+
+
+def add_select(g: Grower, op_type: str, cond: Ref, dtype: str | None = None) -> list[Ref] | None:
+    """``select(cond, a, b)`` where ``a`` covers ``cond``'s shape: coremltools types select as
+    the broadcast of a and b alone (it ignores cond's shape). Consts are never 0-d: with a
+    folded ``cond``, coremltools' value inference needs a tensor a or b."""
+    cond_shape = shape_of(g.var(cond))
+    dtype = dtype or g.choose(BASIC)
+    a = g.pick(lambda v: dtype_of(v) == dtype and broadcast(cond_shape, shape_of(v)) == shape_of(v))
+    if a is None or g.draw(st.booleans()):
+        if not all(is_static(d) for d in cond_shape):
+            if a is None:
+                return None
+        else:
+            a = g.const(dtype, tuple(cond_shape) or (1,))
+    b = operand(g, dtype, shape_arg(g, a), scalar=False)
+    first, second = (b, a) if g.chance(2) else (a, b)
+    return g.emit("select", {"cond": cond, "a": first, "b": second})
+
+
+def add_cast(g: Grower, op_type: str, x: Ref) -> list[Ref]:
+    targets = BASIC + SMALL_INT if g.ios17 and g.var(x).val is None else BASIC  # see not_folded
+    return g.emit("cast", {"x": x, "dtype": g.choose(targets)})
+
+
+# -- data movement ----------------------------------------------------------------------------
+def add_fill(g: Grower, op_type: str, x: None) -> list[Ref]:
+    shapes = [r for r in g.visible() if r in g.shape_refs]
+    if shapes and g.draw(st.booleans()):
+        target = g.choose(shapes)
+    else:
+        target = g.ints(g.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    dtype = g.choose(BASIC)
+    return g.emit("fill", {"shape": target, "value": g.const(dtype, ())})
+
+
+def add_reduce_sum(g: Grower, op_type: str, x: Ref) -> list[Ref]:
+    rank = len(shape_of(g.var(x)))
+    args = {"x": x, "keep_dims": np.bool_(g.draw(st.booleans()))}
+    if g.draw(st.integers(0, 3)):
+        chosen = g.subset(range(rank), 1, rank)
+        args["axes"] = g.ints([axis_arg(g, i, rank) for i in sorted(chosen)])
+    return g.emit("reduce_sum", args)

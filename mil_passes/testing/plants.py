@@ -1,0 +1,183 @@
+"""Pattern plants: for each pass, a small piece of program that gives the pass work to do.
+
+``programs(plant=...)`` drops these into random programs at random places, built from the vars
+already there, so every pass meets its pattern in at least a third of the drawn programs, in
+every variety its guards must tell apart. ``PLANTS`` maps a pass name (without ``webnn::``) to
+its plant; a plant returns the refs that must stay live (so dead-code removal does not take the
+pattern away before the pass sees it).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from hypothesis import strategies as st
+
+from .grower import BASIC, MAX_ELEMENTS, NUMERIC, Grower, dtype_of, is_static, numel, shape_of
+from .op_args import add_select, factor, movable, operand
+from .recipe import Ref
+
+Plant = Callable[[Grower], "list[Ref]"]
+
+
+def _base(g: Grower, dtypes: tuple[str, ...], shape: tuple[int, ...]) -> Ref:
+    """A visible var of one of ``dtypes`` with rank ≥ 1, or a new const operand to build on."""
+    ref = g.pick(lambda v: dtype_of(v) in dtypes and len(shape_of(v)) >= 1 and numel(shape_of(v)) <= 64)
+    if ref is None:
+        dtype = g.choose(dtypes)
+        ref = g.emit("identity", {"x": g.const(dtype, shape)})[0]
+    return ref
+
+
+def plant_concat_window(g: Grower) -> list[Ref]:
+    """``y = slice_by_index(concat(pieces), window)`` with the window often across a seam,
+    sometimes joined again by ``concat``/``stack`` (the streaming-cache update)."""
+    x = _base(g, movable(g), (1, 4, 7))
+    xv = g.var(x)
+    shape, rank = shape_of(xv), len(shape_of(xv))
+    static_axes = [i for i, d in enumerate(shape) if is_static(d)]
+    if not static_axes:
+        return []
+    axis = rank - 1 if rank - 1 in static_axes and g.draw(st.integers(0, 2)) else g.choose(static_axes)
+    others = [d for i, d in enumerate(shape) if i != axis]
+    pieces: list[object] = [x]
+    for _ in range(g.draw(st.integers(1, 3))):
+        dims = list(shape)
+        dims[axis] = g.choose((1, 2, 3, 7, 8))
+        same_rest = lambda v, d=dims: dtype_of(v) == dtype_of(xv) and len(shape_of(v)) == rank and [
+            s for i, s in enumerate(shape_of(v)) if i != axis
+        ] == others and is_static(shape_of(v)[axis])
+        piece = g.pick(same_rest) if g.draw(st.booleans()) else None
+        if piece is None and all(is_static(d) for d in others):
+            piece = g.const(dtype_of(xv), tuple(dims))
+        pieces.append(piece if piece is not None else x)
+    pieces = g.shuffle(pieces)
+    sizes = [int(shape_of(g.var(p))[axis]) if isinstance(p, Ref) else np.shape(p)[axis] for p in pieces]
+    total = sum(sizes)
+    if numel(tuple(others)) * total > MAX_ELEMENTS:
+        return []
+    axis_arg = axis - rank if g.draw(st.integers(0, 2)) else axis
+    joined = g.emit("concat", {"values": tuple(pieces), "axis": g.ints(axis_arg)})[0]
+
+    width = g.draw(st.integers(1, total))
+    if g.draw(st.booleans()):  # new[..., -K:]
+        begin, end, begin_mask, end_mask = -width, 0, False, True
+    else:
+        start = g.draw(st.integers(0, total - width))
+        begin = start - total if g.draw(st.booleans()) else start
+        end, begin_mask, end_mask = start + width, False, start + width == total and g.draw(st.booleans())
+    stride = 2 if g.chance(8) else 1
+    squeeze = width == 1 and rank > 1 and g.chance(4)
+    mask = lambda value: np.array([value if i == axis else True for i in range(rank)])
+    args = {
+        "x": joined,
+        "begin": g.ints([begin if i == axis else 0 for i in range(rank)]),
+        "end": g.ints([end if i == axis else 0 for i in range(rank)]),
+        "stride": g.ints([stride if i == axis else 1 for i in range(rank)]),
+        "begin_mask": mask(begin_mask),
+        "end_mask": mask(end_mask),
+    }
+    if squeeze:
+        args["squeeze_mask"] = np.array([i == axis for i in range(rank)])
+    window = g.emit("slice_by_index", args)[0]
+    keep = [window]
+    if g.draw(st.booleans()):  # the slice joined with other tensors (the ANE trigger)
+        op = g.choose(("concat", "stack"))
+        if op == "stack" or squeeze:
+            keep = g.emit("stack", {"values": (window, window), "axis": g.ints(0)})
+        else:
+            keep = g.emit("concat", {"values": (window, x), "axis": g.ints(axis_arg)})
+    if g.chance(4):
+        keep.append(joined)  # the concat is also an output
+    return keep
+
+
+def plant_shape_chain(g: Grower) -> list[Ref]:
+    """A ``shape`` op feeding ``fill`` or ``reshape``, directly or via ``gather``/slice/concat."""
+    x = _base(g, BASIC, (2, 6))
+    shape = shape_of(g.var(x))
+    rank = len(shape)
+    dims = g.emit("shape", {"x": x})[0]
+    kind = g.choose(("fill", "reshape", "reshape_split", "gather_fill"))
+    if kind == "fill":
+        value = g.const(g.choose(BASIC), ())
+        return g.emit("fill", {"shape": dims, "value": value})
+    if kind == "gather_fill":
+        picks = g.draw(st.lists(st.integers(-rank, rank - 1), min_size=1, max_size=3))
+        chosen = g.emit("gather", {"x": dims, "indices": g.ints(picks), "axis": g.ints(0)})[0]
+        value = g.const(g.choose(BASIC), ())
+        return g.emit("fill", {"shape": chosen, "value": value})
+    if kind == "reshape":
+        return g.emit("reshape", {"x": x, "shape": dims})
+    # the dims up to the last symbolic one come from `shape`; the static rest is a const
+    symbolic = [i for i, d in enumerate(shape) if not is_static(d)]
+    keep = g.draw(st.integers(max(1, symbolic[-1] + 1 if symbolic else 1), rank))
+    rest = int(np.prod([int(d) for d in shape[keep:]], dtype=np.int64))
+    tail = factor(g, rest, 1 if keep >= 4 else g.draw(st.integers(1, 2))) if keep < rank else []
+    if g.draw(st.booleans()):
+        head = {"x": dims, "begin": g.ints([0]), "end": g.ints([keep]), "end_mask": np.array([keep == rank])}
+        head_ref = g.emit("slice_by_index", head)[0]
+    else:
+        head_ref = g.emit("gather", {"x": dims, "indices": g.ints(list(range(keep))), "axis": g.ints(0)})[0]
+    target = head_ref
+    if tail:
+        target = g.emit("concat", {"values": (head_ref, g.ints(tail)), "axis": g.ints(0)})[0]
+    return g.emit("reshape", {"x": x, "shape": target})
+
+
+def plant_bool_round_trip(g: Grower) -> list[Ref]:
+    """WebNN booleans: a bool cast to uint8 and back, feeding ``select`` or a logical op; also the
+    look-alikes that must stay (an int cond, a float cast to uint8 then to bool)."""
+    narrow = "uint8" if g.ios17 else "int32"
+    stem = g.choose(("out", "t", "cmp"))
+    source = g.choose(("compare", "compare", "bool", "int", "float"))
+    if source in ("compare", "bool"):
+        flag = g.pick(lambda v: dtype_of(v) == "bool" and len(shape_of(v)) >= 1) if source == "bool" else None
+        if flag is None:
+            x = _base(g, NUMERIC, (2, 2))
+            xv = g.var(x)
+            op = g.choose(("greater", "less", "equal", "not_equal"))
+            flag = g.emit(op, {"x": x, "y": operand(g, dtype_of(xv), shape_of(xv))}, name=f"{stem}_bool")[0]
+        wide = g.emit("cast", {"x": flag, "dtype": narrow}, name=stem)[0]
+    elif source == "int":
+        wide = _base(g, ("int32",), (2, 2))
+    else:  # coremltools cannot fold a float-to-uint8 cast of negative values: use a runtime var
+        x = g.pick(lambda v: dtype_of(v) in ("fp32", "fp16") and len(shape_of(v)) >= 1 and v.val is None)
+        if x is None:
+            return []
+        wide = g.emit("cast", {"x": x, "dtype": narrow}, name=stem)[0]
+    name = f"{stem}_bool" if g.draw(st.booleans()) else None  # WebNN reuses the producer's name
+    cond = g.emit("cast", {"x": wide, "dtype": "bool"}, name=name)[0]
+    shape = shape_of(g.var(cond))
+    consumer = g.choose(("select", "select", "logical_and", "logical_or", "logical_not"))
+    if consumer == "select":
+        dtype = g.choose(NUMERIC)
+        return add_select(g, "select", cond, dtype) or []
+    if consumer == "logical_not":
+        return g.emit("logical_not", {"x": cond})
+    return g.emit(consumer, {"x": cond, "y": operand(g, "bool", shape)})
+
+
+def plant_duplicate_names(g: Grower) -> list[Ref]:
+    """Two ops with one name, as a WebNN converter writes them: ``t_bool`` (a comparison),
+    ``t = cast(t_bool)``, and a cast back named ``t_bool`` again; or a name already in use."""
+    names = [step.name for step in g.steps] + [g.var(r).name for r in g.scopes[0][:3]]
+    x = _base(g, ("fp32", "fp16", "int32"), (2, 3))
+    xv = g.var(x)
+    if names and g.draw(st.booleans()):
+        reused = g.choose(names)
+        return g.emit("relu" if dtype_of(xv) != "int32" else "identity", {"x": x}, name=reused)
+    stem = g.choose(("t", "y", "x0"))
+    flag = g.emit("greater", {"x": x, "y": operand(g, dtype_of(xv), shape_of(xv))}, name=f"{stem}_bool")[0]
+    wide = g.emit("cast", {"x": flag, "dtype": "int32"}, name=stem)[0]
+    back = g.emit("cast", {"x": wide, "dtype": "bool"}, name=f"{stem}_bool")[0]
+    return g.emit("logical_and", {"x": back, "y": flag}, name=f"{stem}_and")
+
+
+PLANTS: dict[str, Plant] = {
+    "concat_slice_to_slice_concat": plant_concat_window,
+    "fold_shape_ops": plant_shape_chain,
+    "canonicalize_uint8_select": plant_bool_round_trip,
+    "rename_duplicate_temporaries": plant_duplicate_names,
+}

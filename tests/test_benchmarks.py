@@ -1,0 +1,165 @@
+"""The benchmark code on tiny programs: the report's structure, the programs, the bookkeeping.
+
+No timing is asserted: these runs take seconds and measure nothing worth comparing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import mil_passes  # noqa: E402
+from benchmarks import report, run, suites  # noqa: E402
+from benchmarks.programs import ProgramSpec, nested_program, op_count  # noqa: E402
+from mil_passes.reference import evaluate  # noqa: E402
+from mil_passes.testing import op_counts  # noqa: E402
+
+SHORT = [report.short(name) for name in mil_passes.PASS_NAMES]
+CELL = re.compile(r"^\d+\.\d+x \([\d,]+\.\d ms\)$|^skipped: projected ")
+
+
+def _tables(text: str) -> dict[str, list[list[str]]]:
+    """Section heading → table rows (header first, separator dropped)."""
+    tables, heading = {}, None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            heading = line[3:]
+            tables[heading] = []
+        elif line.startswith("|") and heading is not None and not line.startswith("|---"):
+            tables[heading].append([cell.strip() for cell in line.strip("|").split("|")])
+    return tables
+
+
+def _section(tables: dict, prefix: str) -> list[list[str]]:
+    (rows,) = [rows for heading, rows in tables.items() if heading.startswith(prefix)]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    pytest.importorskip("torch")
+    pytest.importorskip("matplotlib")
+    out = tmp_path_factory.mktemp("bench")
+    argv = ["--quick", "--out", str(out), "--layers", "2", "8", "--levels", "2", "6"]
+    assert run.main(argv) == 0
+    return out
+
+
+def test_quick_run_writes_every_table(quick_run):
+    tables = _tables((quick_run / "benchmarks.md").read_text())
+
+    passes = _section(tables, "Each pass where nothing matches")
+    assert passes[0] == ["program", "ops", "build", "dead_code_elimination", *SHORT]
+    assert [row[0] for row in passes[1:]] == [
+        "streaming 2 layers", "streaming 8 layers", "nested 2 levels", "nested 6 levels"
+    ]
+    for row in passes[1:]:
+        assert all(CELL.match(cell) for cell in row[4:]), row
+
+    rewrite = _section(tables, "The streaming rewrite where every window matches")
+    assert [row[2] for row in rewrite[1:]] == ["2", "8", "2", "6"]  # one rewrite per window
+
+    growth = _section(tables, "Growth")
+    figures = {row[0] for row in growth[1:]}
+    assert {"build", "dead_code_elimination", "reference interpreter", *SHORT} <= figures
+
+    conversions = _section(tables, "`ct.convert` of the torch models")
+    assert [row[0] for row in conversions[1:]] == ["streaming_conv"]
+
+    interpreter = _section(tables, "The reference interpreter")
+    assert interpreter[0] == ["program", "ops", "evaluate", "ops/s", "relative"]
+    assert len(interpreter) == 1 + 4 + 1  # four programs where nothing matches, one torch model
+
+    memory = _section(tables, "Peak memory")
+    assert [row[0] for row in memory[1:]] == ["dead_code_elimination", *(
+        s for s in SHORT if s != "concat_slice_to_slice_concat"), "concat_slice_to_slice_concat"]
+
+    targets = _section(tables, "Targets")
+    assert len(targets) == 1 + 3
+    assert {row[-1] for row in targets[1:]} <= {"holds", "holds (goal met)", "MISSED", "not measured"}
+
+
+def test_quick_run_writes_plot_and_json(quick_run):
+    assert (quick_run / "benchmarks.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (quick_run / run.PARTIAL).exists()
+    data = json.loads((quick_run / "benchmarks.json").read_text())
+    assert len(data["programs"]) == 8
+    conversion = data["conversions"][0]
+    assert set(conversion["passes"]) == set(mil_passes.PASS_NAMES)
+    assert data["memory"]["program_bytes"] > 0
+
+
+@pytest.mark.parametrize("levels", [1, 3])
+def test_nested_program_forms_compute_the_same(levels):
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 8, 4)).astype(np.float32),
+             "steps": np.ones((1,), np.int32)}
+    matching, plain = nested_program(levels, match=True), nested_program(levels, match=False)
+    expected = list(evaluate(plain, feeds).values())
+    assert [np.array_equal(a, b) for a, b in zip(evaluate(matching, feeds).values(), expected)] == [True]
+    PASS_REGISTRY["webnn::concat_slice_to_slice_concat"](matching)
+    assert op_counts(matching)["slice_by_index"] == op_counts(plain)["slice_by_index"]
+    assert np.array_equal(list(evaluate(matching, feeds).values())[0], expected[0])
+
+
+def test_nested_program_nests_cond_in_while_loop():
+    prog = nested_program(3, match=False, ops_per_level=2)
+    counts = op_counts(prog)
+    assert counts["while_loop"] == 2 and counts["cond"] == 2
+    assert op_count(prog) > sum(counts.values())  # consts are counted too
+
+
+def test_no_match_programs_have_nothing_to_rewrite():
+    costs = suites.program_costs(ProgramSpec("streaming", 3, False), repeats=2, rounds=2)
+    assert set(costs.seconds) == {suites.BUILD, suites.DCE, *mil_passes.PASS_NAMES}
+    assert costs.samples == {suites.BUILD: 2, suites.DCE: 4, **{name: 4 for name in mil_passes.PASS_NAMES}}
+    assert costs.rewritten is None and costs.skipped == {}
+
+
+def test_match_programs_take_one_rewrite_per_build():
+    costs = suites.program_costs(ProgramSpec("streaming", 3, True), repeats=2, rounds=3)
+    assert costs.samples == {suites.BUILD: 2, suites.STREAMING_PASS: 2} and costs.rewritten == 3
+
+
+def _costs(size: int, seconds: float, skipped: dict | None = None) -> suites.ProgramCosts:
+    spec = ProgramSpec("streaming", size, True)
+    return suites.ProgramCosts(spec, size * 19, {suites.BUILD: size * 1e-3, suites.STREAMING_PASS: seconds},
+                               {}, skipped or {})
+
+
+def test_projections_skip_a_pass_growing_past_the_limit():
+    linear = [_costs(250, 1.0), _costs(1000, 4.0)]
+    assert suites.projections(linear, ProgramSpec("streaming", 4000, True), limit=60) == {}
+    quadratic = [_costs(250, 1.0), _costs(1000, 16.0)]
+    skip = suites.projections(quadratic, ProgramSpec("streaming", 4000, True), limit=60)
+    assert skip == {suites.STREAMING_PASS: pytest.approx(256.0)}
+    still = suites.projections([_costs(4000, 0, skip)], ProgramSpec("streaming", 8000, True), limit=1e9)
+    assert still == {suites.STREAMING_PASS: pytest.approx(1024.0)}
+
+
+def test_checks_report_a_missed_target_with_its_place():
+    slow = _costs(250, 0.5)  # build 0.25 s: the rewrite costs 2x building
+    results = {"programs": [slow], "conversions": [], "memory": None}
+    by_figure = {check.figure: check for check in report.checks(results)}
+    check = by_figure["the streaming rewrite where every window matches ÷ building the program"]
+    assert (check.worst, check.where, check.status) == (2.0, "streaming 250 layers", "MISSED")
+    assert by_figure["each pass where nothing matches ÷ `dead_code_elimination`"].status == "not measured"
+
+
+def test_timed_passes_keep_their_class_name():
+    sink: dict[str, float] = {}
+    name = mil_passes.PASS_NAMES[0]
+    original = PASS_REGISTRY.passes[name]
+    with suites._timing_package_passes(sink):
+        wrapped = PASS_REGISTRY[name]
+        assert str(wrapped) == original.__name__ and isinstance(wrapped, original)
+        wrapped(nested_program(1, match=False))
+    assert PASS_REGISTRY.passes[name] is original and set(sink) == {name}

@@ -1,0 +1,135 @@
+"""The fuzzer catches a broken pass and shrinks its failure; a correct pass gets 0 failures."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from coremltools.converters.mil.mil.passes.pass_registry import register_pass
+from hypothesis import settings
+
+import mil_passes
+import mil_passes.testing.fuzz as fuzz_module
+from mil_passes.rewriter import PatternPass, Refusal, RewritePattern
+from mil_passes.testing.fuzz import Failure, FuzzReport, default_targets, fuzz, main, select_targets
+
+BROKEN = "webnn_test::swap_concat_inputs"
+CORRECT = "webnn_test::order_commutative_operands"
+
+
+class SwapFirstTwo(RewritePattern):
+    """Deliberately wrong: ``concat(values=(a, b, …))`` → ``concat(values=(b, a, …))``."""
+
+    op_types = ("concat",)
+
+    def match(self, op):
+        values = op.values
+        if op.name.endswith("_swapped") or len(values) < 2 or values[0] is values[1]:
+            return Refusal(op, "nothing to swap")
+        return values
+
+    def rewrite(self, op, values, rewriter):
+        swapped = (values[1], values[0], *values[2:])
+        new = rewriter.emit(op, "concat", op.name + "_swapped", values=swapped, axis=op.axis,
+                            interleave=op.interleave)
+        rewriter.replace(op.outputs[0], new)
+
+
+class OrderOperands(RewritePattern):
+    """Correct: operands of ``add``/``mul``/``logical_and``/``logical_or`` sorted by name (these
+    commute bit for bit; maximum/minimum do not: ``max(-0.0, 0.0)`` keeps the first zero)."""
+
+    op_types = ("add", "mul", "logical_and", "logical_or")
+
+    def match(self, op):
+        if op.x.name <= op.y.name:
+            return Refusal(op, "already in order")
+        return True
+
+    def rewrite(self, op, match, rewriter):
+        rewriter.replace(op.outputs[0], rewriter.emit(op, op.op_type, op.name, x=op.y, y=op.x))
+
+
+@register_pass(namespace="webnn_test", override=True, name="swap_concat_inputs")
+class SwapConcatInputs(PatternPass):
+    name = BROKEN
+
+    def patterns(self):
+        return [SwapFirstTwo()]
+
+
+@register_pass(namespace="webnn_test", override=True, name="order_commutative_operands")
+class OrderCommutativeOperands(PatternPass):
+    name = CORRECT
+
+    def patterns(self):
+        return [OrderOperands()]
+
+
+def test_a_broken_pass_is_caught_and_shrunk_to_a_small_program():
+    report = fuzz(BROKEN, BROKEN, examples=20, at=0)
+    assert report.failures > 0
+    assert report.minimal, "a failure was counted but none was shrunk"
+    smallest = min(report.minimal, key=lambda f: f.program.op_count)
+    assert smallest.program.op_count <= 3, repr(smallest.program)
+    text = str(smallest)
+    assert "concat(values=" in text and "feeds[0]:" in text
+    assert "differs" in smallest.error or "changed" in smallest.error
+
+
+def test_a_correct_pass_has_no_failures_and_rewrites_some_programs():
+    report = fuzz(CORRECT, CORRECT, examples=25, at=1)
+    assert (report.programs, report.failures) == (25, 0)
+    assert report.rewritten > 0
+    assert re.fullmatch(rf"{CORRECT}: 25 programs, 0 failures, \d+% rewritten", report.line())
+
+
+def test_a_seed_fixes_the_run():
+    first, again = (fuzz(CORRECT, CORRECT, examples=6, at=5) for _ in range(2))
+    assert (first.programs, first.rewritten) == (again.programs, again.rewritten) == (6, first.rewritten)
+
+
+def test_report_line_format():
+    report = FuzzReport("webnn::x", programs=8, failures=1, rewritten=3)
+    assert report.line() == "webnn::x: 8 programs, 1 failures, 38% rewritten"
+
+
+def test_targets_are_every_registered_pass_and_the_pipeline():
+    assert list(default_targets()) == [*mil_passes.PASS_NAMES, "pipeline"]
+    assert list(select_targets(["pipeline", BROKEN])) == ["pipeline", BROKEN]
+    for name in mil_passes.PASS_NAMES:
+        assert list(select_targets([name.split("::")[1]])) == [name]
+    with pytest.raises(ValueError, match="unknown pass 'no_such_pass'"):
+        select_targets(["no_such_pass"])
+
+
+def test_cli_exit_codes_and_output(capsys, monkeypatch):
+    assert main(["--pass", CORRECT, "--examples", "5", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert re.fullmatch(rf"{CORRECT}: 5 programs, 0 failures, \d+% rewritten\n", out)
+
+    class Shown:  # stands in for a shrunk DrawnProgram (the broken-pass test shrinks real ones)
+        def __repr__(self):
+            return "main[CoreML7](...)"
+
+    def failing(name, target, *, examples, at):
+        return FuzzReport(name, examples, 2, 1, [Failure("AssertionError: differs", Shown())])
+
+    monkeypatch.setattr(fuzz_module, "fuzz", failing)
+    assert main(["--pass", BROKEN, "--examples", "20"]) == 1
+    assert capsys.readouterr().out == (
+        f"{BROKEN}: 20 programs, 2 failures, 5% rewritten\n"
+        f"--- {BROKEN}: minimal failing program 1 of 1\nAssertionError: differs\nmain[CoreML7](...)\n\n"
+    )
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--pass", "no_such_pass"])
+    assert stop.value.code == 2
+    assert "unknown pass 'no_such_pass'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", [*mil_passes.PASS_NAMES, "pipeline"])
+def test_the_package_passes_survive_a_bounded_fuzz(name):
+    """``make test``'s bounded run; the profile sizes it (ci: 25 programs, deep: 2,000)."""
+    report = fuzz(name, default_targets()[name], examples=settings.default.max_examples, at=0)
+    assert report.failures == 0, "\n\n".join([report.line(), *map(str, report.minimal)])
