@@ -252,3 +252,14 @@ def test_select_broadcasts_like_torch_where():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     got = run_one(lambda v: mb.select(cond=cond, a=v, b=mb.mul(x=v, y=-1.0)), x)
     np.testing.assert_array_equal(got, torch.where(torch.from_numpy(cond), torch.from_numpy(x), -torch.from_numpy(x)).numpy())
+
+
+def test_squeeze_without_axes_keeps_a_symbolic_dim_that_is_one_at_run_time():
+    from coremltools.converters.mil.mil import get_new_symbol
+
+    @mb.program(input_specs=[mb.TensorSpec((1, get_new_symbol()))], opset_version=IOS17)
+    def prog(x):
+        return mb.squeeze(x=x, name="out")
+
+    out = evaluate(prog, {"x": np.ones((1, 1), np.float32)})["out"]
+    assert out.shape == (1,)

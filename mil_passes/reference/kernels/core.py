@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ..errors import UnsupportedOpError
 from . import kernel, out_dtype
@@ -319,7 +320,10 @@ def expand_dims(op, args):
 def squeeze(op, args):
     x = np.asarray(args["x"])
     if args.get("axes") is None:
-        return np.squeeze(x)
+        # The axes the declared type squeezed: static 1s. A symbolic dim stays, even when it is 1
+        # at run time (the program was compiled for its type).
+        declared = tuple(i for i, d in enumerate(op.x.shape) if not is_symbolic(d) and d == 1)
+        return np.squeeze(x, axis=declared)
     return np.squeeze(x, axis=tuple(_axis(a, x.ndim) for a in _ints(args["axes"])))
 
 
