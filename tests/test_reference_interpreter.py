@@ -69,11 +69,11 @@ def test_symbolic_dims_take_sizes_from_inputs_and_must_agree():
 
     @mb.program(input_specs=[mb.TensorSpec((batch, 4)), mb.TensorSpec((batch, 4))], opset_version=IOS17)
     def prog(a, b):
-        return mb.concat(values=[a, b], axis=0)
+        return mb.concat(values=[a, b], axis=0, name="joined")
 
     for size in (1, 3):
         a = np.ones((size, 4), np.float32)
-        assert evaluate(prog, {"a": a, "b": a})["concat_0"].shape == (2 * size, 4)
+        assert evaluate(prog, {"a": a, "b": a})["joined"].shape == (2 * size, 4)
     with pytest.raises(ValueError, match="but input 'a' gave it size 2"):
         evaluate(prog, {"a": np.ones((2, 4), np.float32), "b": np.ones((3, 4), np.float32)})
 
@@ -135,14 +135,16 @@ def test_any_function_of_a_multifunction_program():
 
 
 def test_op_without_kernel_names_type_and_op():
-    @mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=IOS17)
-    def prog(x):
-        noise = mb.random_normal(shape=np.array([2], np.int32), name="noise")
-        return mb.add(x=x, y=noise)
+    @mb.program(input_specs=[mb.TensorSpec((1, 5, 4)), mb.TensorSpec((1, 5, 2))], opset_version=IOS17)
+    def prog(boxes, scores):
+        return mb.non_maximum_suppression(
+            boxes=boxes, scores=scores, max_boxes=3, iou_threshold=0.5, name="nms"
+        )[0]
 
-    assert "random_normal" not in SUPPORTED_OPS
-    with pytest.raises(UnsupportedOpError, match="op 'noise' of type 'random_normal'"):
-        evaluate(prog, {"x": np.zeros(2, np.float32)})
+    assert "non_maximum_suppression" not in SUPPORTED_OPS
+    feeds = {"boxes": np.zeros((1, 5, 4), np.float32), "scores": np.zeros((1, 5, 2), np.float32)}
+    with pytest.raises(UnsupportedOpError, match="op 'nms' of type 'non_maximum_suppression'"):
+        evaluate(prog, feeds)
 
 
 def test_evaluation_does_not_modify_the_program():
