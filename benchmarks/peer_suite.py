@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = "coremltools.converters.mil.frontend.torch.test.test_torch_ops"
-DEFAULT_SAMPLE = 4
+DEFAULT_SAMPLE = 5
 DEFAULT_TIMEOUT = 300.0
 RUNS = {"shipped": [], "pipeline": ["--mil-passes-pipeline"]}
 RUN_TITLES = {"shipped": "as shipped", "pipeline": "with mil_passes.pipeline()"}
@@ -78,12 +78,8 @@ CAUSES = (
     Cause(
         "message", r"name 'torchvision' is not defined",
         "environment: torchvision is not installed",
-        "the test calls `torchvision.ops` without `pytest.importorskip`; torchvision is not a dependency.",
-    ),
-    Cause(
-        "message", r"name 'torchaudio' is not defined",
-        "environment: torchaudio is not installed",
-        "the test calls `torchaudio` without `pytest.importorskip`; torchaudio is not a dependency.",
+        "`TestNms` calls `torchvision.ops.nms` with no `skipif(not _HAS_TORCH_VISION)` guard (the module "
+        "imports torchvision only when it is installed); torchvision is not a dependency here.",
     ),
 )
 
@@ -106,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     meta_path = args.work / "meta.json"
     if not args.report_only:
+        loads: list[float] = []
         meta = {"sample": args.sample, "keyword": args.keyword, "cases": len(args.cases), "jobs": args.jobs,
-                "wall_seconds": run_both(args), "date": datetime.date.today().isoformat()}
+                "wall_seconds": run_both(args, loads), "date": datetime.date.today().isoformat(),
+                "load_average": round(sum(loads) / len(loads), 1) if loads else None}
         meta_path.write_text(json.dumps(meta, indent=1))
     meta = json.loads(meta_path.read_text())
     session_path = args.work / "shipped.session.json"
@@ -139,11 +137,12 @@ def pytest_command(args, run: str) -> list[str]:
     ]
 
 
-def run_both(args) -> dict[str, float]:
-    """Run the two pytest sessions (in parallel with ``--jobs 2``); their wall seconds."""
+def run_both(args, loads: list[float]) -> dict[str, float]:
+    """Run the two pytest sessions (in parallel with ``--jobs 2``); their wall seconds. ``loads``
+    gets the machine's 1-minute load average, once a minute: wall times mean little without it."""
     env = dict(os.environ, PYMIL_TEST_TARGETS="mlprogram")  # ML Program backends only
     started, procs, seconds = {}, {}, {}
-    pending = list(RUNS)
+    pending, ticks = list(RUNS), 0
     while pending or procs:
         while pending and len(procs) < args.jobs:
             run = pending.pop(0)
@@ -161,6 +160,9 @@ def run_both(args) -> dict[str, float]:
             del procs[run]
             if code not in (0, 1):  # 1: some tests failed, which the report is about
                 raise SystemExit(f"pytest ({RUN_TITLES[run]}) exited {code}; see {log.name}")
+        ticks += 1
+        if ticks % 60 == 0 and hasattr(os, "getloadavg"):
+            loads.append(os.getloadavg()[0])
         time.sleep(1)
     return seconds
 
@@ -193,15 +195,17 @@ def render(results: dict, meta: dict) -> str:
     lines = [
         "# The peer suite: coremltools' torch-op tests, numeric on Linux",
         "",
-        f"coremltools' own `test_torch_ops.py`, ML Program backend (fp16 compute precision, as shipped), "
+        "coremltools' own `test_torch_ops.py`, ML Program backend (fp16 compute precision, as shipped), "
         + ("every case" if meta["sample"] == 1 else f"one case in {meta['sample']} (every {meta['sample']}th)")
         + (f" of `-k {meta['keyword']}`" if meta.get("keyword") else "")
         + (f" of {meta['cases']} chosen cases" if meta.get("cases") else "")
-        + f": {len(shipped)} of {_population(meta)} ML Program cases, per run. Each case converts a small torch model; the reference "
-        "interpreter stands in for Core ML (`-p mil_passes.reference.pytest_plugin`), so the suite's "
-        "own `convert_and_compare` compares its outputs with torch's at the suite's own tolerances.",
+        + f": {len(shipped)} of {_population(meta)} ML Program cases, per run. Each case converts a small "
+        "torch model; the reference interpreter stands in for Core ML "
+        "(`-p mil_passes.reference.pytest_plugin`), so the suite's own `convert_and_compare` compares "
+        "its outputs with torch's at the suite's own tolerances.",
         "",
-        f"Made by `make peer-suite` (`PEER_SAMPLE={meta['sample']}`) on {meta['date']}: {_versions()}; "
+        f"Made by `benchmarks/peer_suite.py` (`make peer-suite`, `PEER_SAMPLE={meta['sample']}`) on "
+        f"{meta['date']}: {_versions()}; "
         f"wall time {_wall(meta)}.",
         "",
         "## Summary",
@@ -251,7 +255,8 @@ def _wall(meta: dict) -> str:
     seconds = meta.get("wall_seconds", {})
     parts = [f"{RUN_TITLES[run]} {seconds[run] / 60:.1f} min" for run in RUNS if run in seconds]
     together = "in parallel" if meta.get("jobs", 2) == 2 else "one after the other"
-    return ", ".join(parts) + f" ({together}, 2 cores)" if parts else "not recorded"
+    load = f", load average {meta['load_average']}" if meta.get("load_average") is not None else ""
+    return ", ".join(parts) + f" ({together}, {os.cpu_count()} cores{load})" if parts else "not recorded"
 
 
 def _agreement(counts: collections.Counter) -> str:
@@ -354,9 +359,11 @@ def _conversion_failures(rows: dict) -> list[str]:
         classes = sorted({rows[case]["class"] for case in cases})
         cause = classify(rows[cases[0]])
         lines.append(f"| {len(cases)} | {', '.join(classes)} | {error}: {_one_line(message)} | "
-                     f"`{where}` | {cause.category if cause else outcome} |")
+                     f"{f'`{where}`' if where else '(test code)'} | {cause.category if cause else outcome} |")
     lines += ["", "Causes:", ""]
     for cause in CAUSES:
+        if not any(cause.matches(rows[case]) for cases in groups.values() for case in cases):
+            continue
         lines.append(f"- **{cause.category}**: {cause.evidence}")
         if cause.reproducer:
             lines += ["", "  ```python", *(f"  {line}".rstrip() for line in cause.reproducer.splitlines()), "  ```", ""]

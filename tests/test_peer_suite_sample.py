@@ -7,7 +7,6 @@ with ``mil_passes.pipeline()``, in parallel. Every case must agree with torch in
 """
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 

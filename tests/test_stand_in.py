@@ -195,6 +195,12 @@ class TestOutcomes:
     def test_skipped(self):
         pytest.skip("not here")
 
+    def test_xfail(self):
+        pytest.xfail("known to fail")
+
+    def test_neural_network(self):
+        TorchBaseTest.run_compare_torch([(2, 3), (2, 3)], AddRelu())  # the suite's default backend
+
     def test_timeout(self):
         time.sleep(3)
 '''
@@ -221,10 +227,13 @@ def test_plugin_classifies_each_outcome(pytester):
         "test_converted": "converted",
         "test_failed": "failed",
         "test_skipped": "skipped",
+        "test_xfail": "xfail",
+        "test_neural_network": "neural-network",
     }
     assert rows["test_agree"]["predictions"] == 1 and rows["test_agree"]["class"] == "TestOutcomes"
     assert "Mismatched elements" in rows["test_disagree"]["message"]
     assert rows["test_skipped"]["reason"].endswith("not here")
+    assert rows["test_xfail"]["reason"] == "known to fail"
     assert MLModel.__dict__["predict"].__module__ != stand_in_module.__name__  # restored after the session
 
 
@@ -237,7 +246,7 @@ def test_plugin_fails_a_test_that_outlives_the_timeout(pytester):
 @needs_test_utilities
 def test_plugin_samples_every_nth_test(pytester):
     _, rows = _outcomes(pytester, "--reference-sample=3", "-k", "not timeout and not cache")
-    assert sorted(rows) == ["test_agree", "test_conversion_failure", "test_skipped"]  # 1st, 4th, 7th of 7
+    assert sorted(rows) == ["test_agree", "test_conversion_failure", "test_skipped"]  # 1st, 4th, 7th of 9
 
 
 @needs_test_utilities

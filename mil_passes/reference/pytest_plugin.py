@@ -186,7 +186,8 @@ def classify(phases: dict, predictions: int) -> tuple[str, dict]:
         if report.skipped:
             if not hasattr(report, "wasxfail"):
                 return "skipped", {"reason": _skip_reason(report)}
-            detail = _failure(call.excinfo, predictions)[1] if call.excinfo is not None else {}
+            raised = call.excinfo is not None and not call.excinfo.errisinstance(pytest.xfail.Exception)
+            detail = _failure(call.excinfo, predictions)[1] if raised else {}  # what failed, if it ran
             return "xfail", {"reason": _skip_reason(report), **detail}
         if report.failed:
             return _failure(call.excinfo, predictions)
