@@ -6,13 +6,14 @@ from dataclasses import dataclass
 
 import mil_passes
 
-from .suites import BUILD, DCE, STREAMING_PASS, ConversionCosts, MemoryCosts, ProgramCosts
+from .suites import BUILD, DCE, STREAMING_PASS, SWEEP, ConversionCosts, MemoryCosts, ProgramCosts
 
 #: (figure, bound the issue sets, goal) — ratios; growth is time at 4x the ops ÷ time at 1x.
 TARGETS = {
     "pass_vs_dce": (1.5, 1.0),
     "rewrite_vs_build": (0.75, 0.5),
     "growth": (5.0, 4.0),
+    "growth_vs_sweep": (5.0, 4.0),
 }
 #: A growth ratio is checked against its target only between programs ~4x apart in ops.
 GROWTH_OPS_RATIO = (3.5, 4.5)
@@ -24,11 +25,15 @@ def short(name: str) -> str:
 
 
 def _ms(seconds: float) -> str:
+    if seconds < 0.01:
+        return f"{seconds * 1e3:.2f} ms"
     return f"{seconds * 1e3:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
 
 
 def _x(ratio: float) -> str:
-    return f"{ratio:.2f}x" if ratio >= 0.01 else f"{ratio:.1g}x"
+    if ratio >= 0.01:
+        return f"{ratio:.2f}x"
+    return f"{ratio:.3f}x" if ratio >= 0.001 else "< 0.001x"
 
 
 def _mb(size: int) -> str:
@@ -66,11 +71,14 @@ class Check:
     goal: float
     worst: float | None
     where: str
+    informational: bool = False  # shown beside the targets, not one of them
 
     @property
     def status(self) -> str:
         if self.worst is None:
             return "not measured"
+        if self.informational:
+            return "(information) within" if self.worst <= self.bound else "(information) over"
         if self.worst <= self.goal:
             return "holds (goal met)"
         return "holds" if self.worst <= self.bound else "MISSED"
@@ -121,22 +129,29 @@ def checks(results: dict) -> list[Check]:
         (figure(c, STREAMING_PASS)[0] / c.seconds[BUILD], c.spec.label + _projected(c, STREAMING_PASS))
         for c in programs if c.spec.match
     ]
-    growth = [
-        (ratio, f"{short(what)}, {between}" + (" (skipped: projected)" if projected else ""))
-        for what, between, ops_ratio, ratio, projected in growth_rows(programs)
-        if what in package and GROWTH_OPS_RATIO[0] <= ops_ratio <= GROWTH_OPS_RATIO[1]
-    ]
+    growth, vs_sweep = [], []
+    sweeps = {between.replace(" (every window matches)", ""): ratio
+              for what, between, _, ratio, _ in growth_rows(programs) if what == SWEEP}
+    for what, between, ops_ratio, ratio, projected in growth_rows(programs):
+        if what not in package or not GROWTH_OPS_RATIO[0] <= ops_ratio <= GROWTH_OPS_RATIO[1]:
+            continue
+        where = f"{short(what)}, {between}" + (" (skipped: projected)" if projected else "")
+        growth.append((ratio, where))
+        sweep = sweeps.get(between.replace(" (every window matches)", ""))
+        if sweep:
+            vs_sweep.append((ratio / sweep * ops_ratio, where))
     labels = {
         "pass_vs_dce": "each pass where nothing matches ÷ `dead_code_elimination`",
         "rewrite_vs_build": "the streaming rewrite where every window matches ÷ building the program",
         "growth": "time at 4x the ops ÷ time at 1x, each pass",
+        "growth_vs_sweep": "the same, with the machine's share taken out: ÷ a plain sweep's growth, × the ops ratio",
     }
-    found = {"pass_vs_dce": vs_dce, "rewrite_vs_build": vs_build, "growth": growth}
+    found = {"pass_vs_dce": vs_dce, "rewrite_vs_build": vs_build, "growth": growth, "growth_vs_sweep": vs_sweep}
     result = []
     for key, figures in found.items():
         bound, goal = TARGETS[key]
         worst, where = max(figures) if figures else (None, "")
-        result.append(Check(labels[key], bound, goal, worst, where))
+        result.append(Check(labels[key], bound, goal, worst, where, informational=key == "growth_vs_sweep"))
     return result
 
 
@@ -153,9 +168,11 @@ def markdown(results: dict, context: str) -> str:
     for c in (c for c in programs if not c.spec.match):
         dce = c.seconds[DCE]
         rows.append(
-            [c.spec.label, f"{c.ops:,}", _ms(c.seconds[BUILD]), _ms(dce)] + [_cell(c, n, dce) for n in names]
+            [c.spec.label, f"{c.ops:,}", _ms(c.seconds[BUILD]), _ms(dce), _cell(c, SWEEP, dce)]
+            + [_cell(c, n, dce) for n in names]
         )
-    out += _table(["program", "ops", "build", "dead_code_elimination"] + [short(n) for n in names], rows)
+    header = ["program", "ops", "build", "dead_code_elimination", "sweep (iter_ops)"] + [short(n) for n in names]
+    out += _table(header, rows)
 
     out += ["", "## The streaming rewrite where every window matches, ÷ building the program", ""]
     rows = [
@@ -211,6 +228,9 @@ def markdown(results: dict, context: str) -> str:
         out += _table(["pass", "peak above the program", "÷ program size", "kept after the pass"], rows)
 
     out += ["", "## Targets (issue 9)", ""]
+    out += ["`sweep` is `list(iter_ops(prog))`, a traversal doing nothing per op: its growth is what "
+            "the machine adds as the program outgrows the CPU caches (call counts grow exactly with "
+            "the ops). The last row takes that share out; it is not one of the issue's targets.", ""]
     rows = [
         [check.figure, f"≤ {check.bound:g}x (goal {check.goal:g}x)",
          "—" if check.worst is None else _x(check.worst), check.where, check.status]

@@ -26,6 +26,9 @@ from .programs import ProgramSpec, TorchWorkload, op_count
 
 BUILD = "build"
 DCE = "common::dead_code_elimination"
+#: A plain traversal, ``list(iter_ops(prog))``: what a sweep costs with no work per op. Its
+#: growth shows what the machine adds as programs outgrow the CPU caches.
+SWEEP = "sweep"
 STREAMING_PASS = "webnn::concat_slice_to_slice_concat"
 
 logger = logging.getLogger("benchmarks")
@@ -76,7 +79,7 @@ def program_costs(
     if repeats < 1 or rounds < 1:
         raise ValueError("repeats and rounds must be at least 1")
     skip = dict(skip or {})
-    names = [STREAMING_PASS] if spec.match else [DCE, *mil_passes.PASS_NAMES]
+    names = [STREAMING_PASS] if spec.match else [DCE, SWEEP, *mil_passes.PASS_NAMES]
     rounds = 1 if spec.match else rounds
     samples, spent, rewritten, ops, prog = Samples(), {}, None, 0, None
     for rep in range(repeats):
@@ -90,7 +93,7 @@ def program_costs(
             for name in names[shift:] + names[:shift]:
                 if name in skip or spent.get(name, 0.0) > limit:
                     continue
-                graph_pass = PASS_REGISTRY[name]
+                graph_pass = _sweep if name == SWEEP else PASS_REGISTRY[name]
                 seconds, _ = cpu_time(lambda: graph_pass(prog))
                 samples.add(name, seconds)
                 spent[name] = spent.get(name, 0.0) + seconds
@@ -132,6 +135,10 @@ def projections(past: list[ProgramCosts], spec: ProgramSpec, limit: float = LIMI
         if projected > limit:
             skip[name] = projected
     return skip
+
+
+def _sweep(prog: Program) -> None:
+    list(iter_ops(prog))
 
 
 def _fingerprint(prog: Program) -> list[tuple]:
