@@ -13,6 +13,10 @@ from collections import defaultdict
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from coremltools.converters.mil.mil import Program
+
+from mil_passes.reference import evaluate
+
 
 def cpu_time(fn: Callable[[], Any]) -> tuple[float, Any]:
     """``(seconds, result)`` of ``fn()``; garbage from before is collected first, not billed."""
@@ -64,3 +68,12 @@ def traced_step(fn: Callable[[], Any]) -> tuple[int, int, Any]:
     gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     return peak - before, after - before, result
+
+
+def interpreter_seconds(prog: Program, feeds: dict, repeats: int) -> float:
+    """Best CPU seconds of ``mil_passes.reference.evaluate(prog, feeds)``."""
+    samples = Samples()
+    for _ in range(repeats):
+        seconds, _ = cpu_time(lambda: evaluate(prog, feeds))
+        samples.add("evaluate", seconds)
+    return samples.best("evaluate")

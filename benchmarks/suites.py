@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable
 
 from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 import mil_passes
-from mil_passes.reference import evaluate
 from mil_passes.rewriter import iter_ops
 
-from .measure import Samples, cpu_time, traced, traced_step
+from .conversions import conversion_costs
+from .measure import Samples, cpu_time, interpreter_seconds, traced, traced_step
 from .programs import ProgramSpec, TorchWorkload, op_count
 
 BUILD = "build"
@@ -46,8 +43,9 @@ ROUNDS = 3
 class ProgramCosts:
     """Best CPU seconds on one program: ``BUILD``, then each pass measured on it.
 
-    Where nothing matches: ``DCE`` and every package pass, applied one after the other to the
-    same program (each verified to leave it unchanged), in an order rotated every repetition.
+    Where nothing matches: ``DCE``, ``SWEEP`` and every package pass, applied one after the
+    other to the same program (each pass verified to leave it unchanged), in an order rotated
+    every round.
     Where everything matches: ``STREAMING_PASS`` alone; ``rewritten`` counts its rewrites.
     ``skipped`` maps a figure not measured to its projected seconds; ``samples`` counts the
     repetitions behind each figure.
@@ -108,7 +106,7 @@ def program_costs(
         {key: samples.count(key) for key in measured}, skip, rewritten,
     )
     if interpret:
-        costs.interpreter = interpreter_seconds(prog, spec.inputs(prog), repeats * rounds)
+        costs.interpreter = interpreter_seconds(prog, spec.inputs(prog), repeats)
     return costs
 
 
@@ -143,15 +141,6 @@ def _sweep(prog: Program) -> None:
 
 def _fingerprint(prog: Program) -> list[tuple]:
     return [(op.op_type, op.name, tuple(v.name for v in op.outputs)) for op in iter_ops(prog)]
-
-
-def interpreter_seconds(prog: Program, feeds: dict, repeats: int) -> float:
-    """Best CPU seconds of ``mil_passes.reference.evaluate(prog, feeds)``."""
-    samples = Samples()
-    for _ in range(repeats):
-        seconds, _ = cpu_time(lambda: evaluate(prog, feeds))
-        samples.add("evaluate", seconds)
-    return samples.best("evaluate")
 
 
 #: How much slower code runs under tracemalloc (building the streaming program: ~4.5x).
@@ -197,75 +186,6 @@ def too_slow_to_trace(programs: list[ProgramCosts], spec: ProgramSpec, limit: fl
             slow.update(costs.skipped)
             slow.update(n for n, s in costs.seconds.items() if n != BUILD and s * TRACE_SLOWDOWN > limit)
     return slow
-
-
-@dataclass
-class ConversionCosts:
-    """Best CPU seconds of ``ct.convert`` of a torch model (tracing included) with coremltools'
-    DEFAULT pipeline and with ``mil_passes.pipeline()``; ``passes`` is the package's passes' own
-    time inside the latter, by pass; ``interpreter`` evaluates the converted program."""
-
-    name: str
-    ops: int
-    default: float
-    with_passes: float
-    passes: dict[str, float] = field(default_factory=dict)
-    interpreter: float | None = None
-
-
-def conversion_costs(workload: TorchWorkload, repeats: int) -> ConversionCosts:
-    import coremltools as ct
-    from mil_passes.testing.torch_models import convert
-
-    samples, own, model = Samples(), Samples(), None
-    for rep in range(repeats):
-        runs = [("default", ct.PassPipeline.DEFAULT), ("with_passes", mil_passes.pipeline())]
-        for key, pipeline in runs if rep % 2 == 0 else runs[::-1]:
-            inside: dict[str, float] = {}
-            with _timing_package_passes(inside), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # tracer and renamed-output warnings, every run
-                seconds, model = cpu_time(
-                    lambda: convert(workload.case, workload.module, workload.examples, pipeline)
-                )
-            samples.add(key, seconds)
-            if key == "with_passes":
-                for name in mil_passes.PASS_NAMES:
-                    own.add(name, inside.get(name, 0.0))
-                converted = model
-    prog = converted._mil_program
-    feeds = {f"input_{i}": x for i, x in enumerate(workload.examples)}
-    return ConversionCosts(
-        workload.name,
-        op_count(prog),
-        samples.best("default"),
-        samples.best("with_passes"),
-        {name: own.best(name) for name in mil_passes.PASS_NAMES},
-        interpreter_seconds(prog, feeds, repeats),
-    )
-
-
-@contextmanager
-def _timing_package_passes(sink: dict[str, float]) -> Iterator[None]:
-    """While open, each package pass that a pipeline runs adds its CPU seconds to ``sink[name]``."""
-    originals = {name: PASS_REGISTRY.passes[name] for name in mil_passes.PASS_NAMES}
-    for name, cls in originals.items():
-        PASS_REGISTRY.passes[name] = _timed(cls, name, sink)
-    try:
-        yield
-    finally:
-        PASS_REGISTRY.passes.update(originals)
-
-
-def _timed(cls: type, name: str, sink: dict[str, float]) -> type:
-    def __call__(self, prog: Program) -> None:
-        start = time.process_time()  # no gc.collect() here: it would bill the conversion
-        try:
-            cls.__call__(self, prog)
-        finally:
-            sink[name] = sink.get(name, 0.0) + time.process_time() - start
-
-    # Same name as the pass: coremltools records str(pass) in the scope of the ops it makes.
-    return type(cls.__name__, (cls,), {"__call__": __call__, "__qualname__": cls.__qualname__})
 
 
 def run_all(
