@@ -20,44 +20,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import types
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kernel_helpers import assert_faithful, run_one_op
 from mil_passes.reference import evaluate
 
 FLOATS = (np.float32, np.float16)
 OPSETS = (ct.target.iOS15, ct.target.iOS17)
-
-
-def run_one_op(build: Callable, x: np.ndarray, opset=ct.target.iOS17) -> np.ndarray:
-    """Evaluate ``build(x)`` as the only op of a program with input ``x``."""
-
-    @mb.program(
-        input_specs=[mb.TensorSpec(x.shape, dtype=types.numpy_type_to_builtin_type(x.dtype))],
-        opset_version=opset,
-    )
-    def prog(x):
-        return build(x)
-
-    (out,) = evaluate(prog, {"x": x}).values()
-    return out
-
-
-def assert_faithful(actual: np.ndarray, exact: np.ndarray, dtype) -> None:
-    """``actual`` has ``dtype`` and is within one ulp (of that dtype) of the float64 ``exact``."""
-    assert actual.dtype == dtype, f"dtype {actual.dtype}, expected {np.dtype(dtype)}"
-    exact = np.asarray(exact, dtype=np.float64)
-    assert actual.shape == exact.shape
-    tolerance = np.spacing(np.abs(exact).astype(dtype)).astype(np.float64)
-    error = np.abs(actual.astype(np.float64) - exact)
-    bad = ~(error < tolerance)
-    if bad.any():
-        i = np.unravel_index(np.argmax(bad), bad.shape)
-        raise AssertionError(
-            f"{int(bad.sum())} of {bad.size} values off by an ulp or more; at {i}: "
-            f"got {actual[i]!r}, exact {exact[i]!r}"
-        )
 
 
 def torch64(value) -> torch.Tensor:

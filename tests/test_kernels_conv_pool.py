@@ -19,6 +19,7 @@ from coremltools.converters.mil.mil import types
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kernel_helpers import run_one_op
 from mil_passes.reference import UnsupportedOpError, evaluate
 
 PAD_TYPES = ("valid", "same", "same_lower", "custom")
@@ -28,17 +29,6 @@ CONV_TRANSPOSE = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transp
 MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 AVG_POOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 LP_POOL = {1: F.lp_pool1d, 2: F.lp_pool2d}
-
-
-def run_one_op(shape, build, x: np.ndarray, dtype=types.fp32, opset=ct.target.iOS17):
-    """Evaluate ``build(x)`` as the only op of a program with input ``x``."""
-
-    @mb.program(input_specs=[mb.TensorSpec(shape, dtype=dtype)], opset_version=opset)
-    def prog(x):
-        return build(x)
-
-    (out,) = evaluate(prog, {"x": x}).values()
-    return out
 
 
 def same_pads(sizes, kernels, strides, lower: bool) -> list[tuple[int, int]]:
@@ -64,8 +54,21 @@ def torch_pad_arg(pads) -> tuple[int, ...]:
     return tuple(v for before, after in reversed(pads) for v in (before, after))
 
 
-def flat(pads) -> list[int]:
-    return [v for pair in pads for v in pair]
+def padding_kwargs(pad_type: str, custom) -> dict:
+    """MIL's ``pad_type``, with ``pad`` (the flat (before, after) pairs) when it is custom."""
+    kwargs = {"pad_type": pad_type}
+    if pad_type == "custom":
+        kwargs["pad"] = [v for pair in custom for v in pair]
+    return kwargs
+
+
+def conv_kwargs(weight, bias, strides, dilations, groups: int, pad_type: str, custom) -> dict:
+    """The arguments of MIL ``conv`` / ``conv_transpose`` (``bias`` only when there is one)."""
+    kwargs = dict(weight=weight, strides=strides, dilations=dilations, groups=groups)
+    kwargs.update(padding_kwargs(pad_type, custom))
+    if bias is not None:
+        kwargs["bias"] = bias
+    return kwargs
 
 
 def assert_close(out, expected, magnitude, atol_factor: float = 1e-6) -> None:
@@ -127,13 +130,8 @@ def test_conv_matches_torch(case):
     weight_shape = (case["c_out"], case["c_group"], *case["kernels"])
     weight = rng.standard_normal(weight_shape).astype(np.float32)
     bias = rng.standard_normal(case["c_out"]).astype(np.float32) if case["bias"] else None
-    kwargs = dict(weight=weight, strides=strides, dilations=dilations, groups=groups)
-    kwargs.update(pad_type=pad_type)
-    if bias is not None:
-        kwargs["bias"] = bias
-    if pad_type == "custom":
-        kwargs["pad"] = flat(case["custom"])
-    out = run_one_op(shape, lambda v: mb.conv(x=v, **kwargs), x)
+    kwargs = conv_kwargs(weight, bias, strides, dilations, groups, pad_type, case["custom"])
+    out = run_one_op(lambda v: mb.conv(x=v, **kwargs), x)
 
     dilated = [(k - 1) * d + 1 for k, d in zip(case["kernels"], dilations)]
     pads = mil_pads(pad_type, case["custom"], case["sizes"], dilated, strides)
@@ -186,7 +184,7 @@ def test_depthwise_conv_chain_of_24_layers_c1024():
             v = mb.conv(x=v, weight=w, groups=channels, pad_type="same")
         return v
 
-    out = run_one_op(x.shape, chain, x)
+    out = run_one_op(chain, x)
     expected = torch.from_numpy(x)  # fp32: torch's float64 depthwise conv takes seconds
     for w in weights:
         expected = F.conv1d(expected, torch.from_numpy(w), padding="same", groups=channels)
@@ -255,15 +253,10 @@ def test_conv_transpose_matches_torch(case):
         out_sizes = [f - b - a + e for f, (b, a), e in zip(uncropped_sizes, pads, extra)]
         crop = [b for b, _ in pads]
 
-    kwargs = dict(weight=weight, strides=strides, dilations=dilations, groups=groups)
-    kwargs.update(pad_type=pad_type)
-    if bias is not None:
-        kwargs["bias"] = bias
-    if pad_type == "custom":
-        kwargs["pad"] = flat(custom)
+    kwargs = conv_kwargs(weight, bias, strides, dilations, groups, pad_type, custom)
     if case["extra"] is not None:
         kwargs["output_shape"] = [case["batch"], c_out, *out_sizes]
-    out = run_one_op(shape, lambda v: mb.conv_transpose(x=v, **kwargs), x)
+    out = run_one_op(lambda v: mb.conv_transpose(x=v, **kwargs), x)
 
     layout = dict(stride=strides, dilation=dilations, groups=groups)
     symmetric = pad_type == "custom" and all(b == a for b, a in custom)
@@ -373,15 +366,11 @@ def test_pool_matches_torch(op, ceil_mode, data):
     shape = (case["batch"], case["channels"], *case["sizes"])
     x = rng.standard_normal(shape).astype(np.float32)
     kwargs = dict(kernel_sizes=case["kernels"], strides=case["strides"], ceil_mode=ceil_mode)
-    kwargs.update(pad_type=case["pad_type"])
-    if case["pad_type"] == "custom":
-        kwargs["pad"] = flat(case["custom"])
+    kwargs.update(padding_kwargs(case["pad_type"], case["custom"]))
     if op == "avg_pool_exclude":
-        out = run_one_op(
-            shape, lambda v: mb.avg_pool(x=v, exclude_padding_from_average=True, **kwargs), x
-        )
+        out = run_one_op(lambda v: mb.avg_pool(x=v, exclude_padding_from_average=True, **kwargs), x)
     else:
-        out = run_one_op(shape, lambda v: getattr(mb, op)(x=v, **kwargs), x)
+        out = run_one_op(lambda v: getattr(mb, op)(x=v, **kwargs), x)
     expected = torch_pool(case, x)
     if op == "max_pool":
         assert out.dtype == np.float32
@@ -401,7 +390,7 @@ def test_fp16_conv_stays_fp16(weight_dtype):
     weight = (rng.standard_normal((4, 2, 3, 3)) / 3).astype(weight_dtype)
     bias = rng.standard_normal(4).astype(weight_dtype)
     kwargs = dict(weight=weight, bias=bias, groups=2, pad_type="same_lower", strides=[1, 2])
-    out = run_one_op(x.shape, lambda v: mb.conv(x=v, **kwargs), x, dtype=types.fp16)
+    out = run_one_op(lambda v: mb.conv(x=v, **kwargs), x)
     assert out.dtype == np.float16
     pads = same_pads([6, 7], [3, 3], [1, 2], lower=True)
     x_t = F.pad(f64(x), torch_pad_arg(pads))
@@ -413,7 +402,7 @@ def test_fp16_conv_stays_fp16(weight_dtype):
 def test_fp16_pools_stay_fp16(op):
     x = np.random.default_rng(4).standard_normal((1, 3, 5, 6)).astype(np.float16)
     kwargs = dict(kernel_sizes=[2, 3], strides=[1, 2], pad_type="same")
-    out = run_one_op(x.shape, lambda v: getattr(mb, op)(x=v, **kwargs), x, dtype=types.fp16)
+    out = run_one_op(lambda v: getattr(mb, op)(x=v, **kwargs), x)
     assert out.dtype == np.float16
     case = dict(op=op, rank=2, ceil_mode=False, pad_type="same", kernels=[2, 3],
                 strides=[1, 2], custom=None, sizes=[5, 6])
@@ -428,11 +417,11 @@ def test_kernels_serve_every_opset(opset):
     x = rng.standard_normal((1, 2, 7)).astype(np.float32)
     weight = rng.standard_normal((2, 2, 3)).astype(np.float32)
     conv = lambda v: mb.conv(x=v, weight=weight, pad_type="same", strides=[2])  # noqa: E731
-    out = run_one_op(x.shape, conv, x, opset=opset)
+    out = run_one_op(conv, x, opset=opset)
     expected = F.conv1d(F.pad(torch.from_numpy(x), (1, 1)), torch.from_numpy(weight), stride=2)
     np.testing.assert_allclose(out, expected.numpy(), rtol=1e-5, atol=1e-6)
     pool = lambda v: mb.avg_pool(x=v, kernel_sizes=[2], pad_type="valid")  # noqa: E731
-    out = run_one_op(x.shape, pool, x, opset=opset)
+    out = run_one_op(pool, x, opset=opset)
     np.testing.assert_allclose(out, F.avg_pool1d(torch.from_numpy(x), 2, 1).numpy(), rtol=1e-6)
 
 
@@ -446,7 +435,7 @@ def test_pool_window_of_only_padding_raises_naming_the_op():
 
     message = r"'padded_pool' of type 'max_pool'.*window 0 .*no element of x"
     with pytest.raises(UnsupportedOpError, match=message):
-        run_one_op(x.shape, build, x)
+        run_one_op(build, x)
 
 
 def test_ceil_mode_window_past_x_raises():
@@ -459,4 +448,4 @@ def test_ceil_mode_window_past_x_raises():
         )
 
     with pytest.raises(UnsupportedOpError, match=r"'past' of type 'avg_pool'.*window 2 "):
-        run_one_op(x.shape, build, x)
+        run_one_op(build, x)

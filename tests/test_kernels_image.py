@@ -11,9 +11,9 @@ from hypothesis import given, strategies as st
 
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import Function, Program, types
 
-from mil_passes.reference import UnsupportedOpError, evaluate
+from kernel_helpers import assert_same, run
+from mil_passes.reference import UnsupportedOpError
 
 torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
 F = torch.nn.functional
@@ -26,26 +26,6 @@ BOX_MODES = [
     "CORNERS_HEIGHT_FIRST", "CORNERS_WIDTH_FIRST", "CENTER_SIZE_HEIGHT_FIRST", "CENTER_SIZE_WIDTH_FIRST"
 ]
 RTOL, ATOL = 1e-5, 1e-6
-
-
-def run(build, inputs: dict, opset=IOS17) -> list[np.ndarray]:
-    """Evaluate the one-op program ``build(**input_vars)`` on ``inputs``."""
-    placeholders = {
-        name: mb.placeholder(shape=value.shape, dtype=types.numpy_type_to_builtin_type(value.dtype))
-        for name, value in inputs.items()
-    }
-    with Function(placeholders, opset) as func:
-        outputs = build(**func.inputs)
-        func.set_outputs(list(outputs) if isinstance(outputs, (list, tuple)) else [outputs])
-    prog = Program()
-    prog.add_function("main", func)
-    return list(evaluate(prog, inputs).values())
-
-
-def assert_same(got, want):
-    want = np.asarray(want)
-    assert got.dtype == want.dtype, (got.dtype, want.dtype)
-    np.testing.assert_array_equal(got, want)
 
 
 def assert_close(got, want):

@@ -10,40 +10,19 @@ from hypothesis import given, strategies as st
 
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import Function, Program, types
 from coremltools.converters.mil.mil.ops.defs._utils import (
     solve_slice_by_index_shape,
     solve_slice_by_index_slice,
 )
 
-from mil_passes.reference import UnsupportedOpError, evaluate
+from kernel_helpers import assert_same, run
+from mil_passes.reference import UnsupportedOpError
 
 torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
 
-IOS15, IOS16, IOS17, IOS18 = ct.target.iOS15, ct.target.iOS16, ct.target.iOS17, ct.target.iOS18
+IOS15, IOS16, IOS18 = ct.target.iOS15, ct.target.iOS16, ct.target.iOS18
 FLOATS = (np.float32, np.float16)
-
-
-def run(build, inputs: dict, opset=IOS17) -> list[np.ndarray]:
-    """Evaluate the one-op program ``build(**input_vars)`` on ``inputs``."""
-    placeholders = {
-        name: mb.placeholder(
-            shape=value.shape, dtype=types.numpy_type_to_builtin_type(value.dtype), allow_rank0_input=True
-        )
-        for name, value in inputs.items()
-    }
-    with Function(placeholders, opset) as func:
-        outputs = build(**func.inputs)
-        func.set_outputs(list(outputs) if isinstance(outputs, (list, tuple)) else [outputs])
-    prog = Program()
-    prog.add_function("main", func)
-    return list(evaluate(prog, inputs).values())
-
-
-def assert_same(got, want):
-    want = np.asarray(want)
-    assert got.dtype == want.dtype, (got.dtype, want.dtype)
-    np.testing.assert_array_equal(got, want)
+NUMERIC = [np.float32, np.float16, np.int32]
 
 
 def small_ints(rng, shape, dtype, low=-8, high=9):
@@ -61,7 +40,7 @@ def t(array):
 # -- gather_along_axis / gather_nd ------------------------------------------------------------
 
 
-@given(shapes, seeds, st.data(), st.sampled_from([np.float32, np.float16, np.int32]))
+@given(shapes, seeds, st.data(), st.sampled_from(NUMERIC))
 def test_gather_along_axis_matches_torch_gather(shape, seed, data, dtype):
     rng = np.random.default_rng(seed)
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
@@ -92,7 +71,7 @@ def test_gather_along_axis_refuses_out_of_range_indices():
         run(lambda x, i: mb.gather_along_axis(x=x, indices=i, axis=1), {"x": x, "i": i}, opset=IOS16)
 
 
-@given(seeds, st.data(), st.sampled_from([np.float32, np.float16, np.int32]))
+@given(seeds, st.data(), st.sampled_from(NUMERIC))
 def test_gather_nd_with_batch_dims_matches_torch_indexing(seed, data, dtype):
     rng = np.random.default_rng(seed)
     batch_dims = data.draw(st.integers(0, 2))
@@ -146,7 +125,7 @@ def loop_scatter(data, positions, updates, mode):
     return out.astype(data.dtype)
 
 
-@given(shapes, seeds, st.data(), st.sampled_from(MODES), st.sampled_from([np.float32, np.float16, np.int32]))
+@given(shapes, seeds, st.data(), st.sampled_from(MODES), st.sampled_from(NUMERIC))
 def test_scatter_along_axis_matches_torch_scatter_reduce(shape, seed, data, mode, dtype):
     if mode == "div" and dtype == np.int32:
         return
@@ -182,7 +161,7 @@ def test_scatter_along_axis_matches_torch_scatter_reduce(shape, seed, data, mode
 
 
 @pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
-@given(shapes, seeds, st.data(), st.sampled_from(MODES), st.sampled_from([np.float32, np.float16, np.int32]))
+@given(shapes, seeds, st.data(), st.sampled_from(MODES), st.sampled_from(NUMERIC))
 def test_scatter_matches_torch_index_ops(shape, seed, data, mode, dtype):
     if mode == "div" and dtype == np.int32:
         return
@@ -218,7 +197,7 @@ def test_scatter_matches_torch_index_ops(shape, seed, data, mode, dtype):
     assert_same(got, want)
 
 
-@given(seeds, st.data(), st.sampled_from(MODES), st.sampled_from([np.float32, np.float16, np.int32]))
+@given(seeds, st.data(), st.sampled_from(MODES), st.sampled_from(NUMERIC))
 def test_scatter_nd_matches_torch_index_put_and_a_loop(seed, data, mode, dtype):
     if mode == "div" and dtype == np.int32:
         return
@@ -294,7 +273,7 @@ def test_scatter_along_axis_mode_is_applied_where_value_inference_ignores_it():
 # -- one_hot ----------------------------------------------------------------------------------
 
 
-@given(shapes, seeds, st.data(), st.sampled_from([np.float32, np.float16, np.int32, np.bool_]))
+@given(shapes, seeds, st.data(), st.sampled_from(NUMERIC + [np.bool_]))
 def test_one_hot_matches_torch_one_hot(shape, seed, data, dtype):
     rng = np.random.default_rng(seed)
     depth = data.draw(st.integers(1, 5))
@@ -337,7 +316,7 @@ def slice_windows(draw):
     return shape, params
 
 
-@given(slice_windows(), seeds, st.sampled_from([np.float32, np.float16, np.int32, np.bool_]))
+@given(slice_windows(), seeds, st.sampled_from(NUMERIC + [np.bool_]))
 def test_slice_update_writes_the_slice_by_index_window(window, seed, dtype):
     shape, params = window
     rng = np.random.default_rng(seed)
@@ -444,7 +423,7 @@ def test_space_to_batch_and_batch_to_space_match_coremltools_recorded_outputs():
 # -- band_part, cumsum ------------------------------------------------------------------------
 
 
-@given(seeds, st.data(), st.sampled_from([np.float32, np.float16, np.int32, np.bool_]))
+@given(seeds, st.data(), st.sampled_from(NUMERIC + [np.bool_]))
 def test_band_part_matches_torch_triu_tril_and_zeroes_nan_outside(seed, data, dtype):
     shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=2, max_size=4)))
     lower, upper = data.draw(st.integers(-1, 4)), data.draw(st.integers(-1, 4))
@@ -464,7 +443,7 @@ def test_band_part_matches_torch_triu_tril_and_zeroes_nan_outside(seed, data, dt
     assert_same(got, want.numpy())
 
 
-@given(shapes, seeds, st.data(), st.sampled_from([np.float32, np.float16, np.int32]))
+@given(shapes, seeds, st.data(), st.sampled_from(NUMERIC))
 def test_cumsum_matches_torch_with_exclusive_and_reverse(shape, seed, data, dtype):
     axis = data.draw(st.integers(-1, len(shape) - 1))
     exclusive, reverse = data.draw(st.booleans()), data.draw(st.booleans())
@@ -480,10 +459,8 @@ def test_cumsum_matches_torch_with_exclusive_and_reverse(shape, seed, data, dtyp
 
 # -- argsort, topk, non_zero ------------------------------------------------------------------
 
-SORTABLE = [np.float32, np.float16, np.int32]
 
-
-@given(shapes, seeds, st.data(), st.sampled_from(SORTABLE), st.booleans())
+@given(shapes, seeds, st.data(), st.sampled_from(NUMERIC), st.booleans())
 def test_argsort_matches_stable_torch_sort_with_ties(shape, seed, data, dtype, ascending):
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
     x = small_ints(np.random.default_rng(seed), shape, dtype, -2, 3)  # many ties
@@ -492,7 +469,7 @@ def test_argsort_matches_stable_torch_sort_with_ties(shape, seed, data, dtype, a
     assert_same(got, want)
 
 
-@given(shapes, seeds, st.data(), st.sampled_from(SORTABLE + [np.uint8, np.int8, np.uint16]), st.booleans())
+@given(shapes, seeds, st.data(), st.sampled_from(NUMERIC + [np.uint8, np.int8, np.uint16]), st.booleans())
 def test_topk_matches_stable_torch_sort(shape, seed, data, dtype, ascending):
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
     k = data.draw(st.integers(1, shape[axis]))
@@ -515,7 +492,7 @@ def test_topk_without_indices_and_with_uint16_indices():
     assert_same(indices, np.array([[1, 2, 0]], np.uint16))
 
 
-@given(shapes, seeds, st.sampled_from([np.float32, np.float16, np.int32, np.bool_]))
+@given(shapes, seeds, st.sampled_from(NUMERIC + [np.bool_]))
 def test_non_zero_matches_torch_nonzero(shape, seed, dtype):
     x = small_ints(np.random.default_rng(seed), shape, dtype, 0, 2)
     (got,) = run(lambda x: mb.non_zero(x=x), {"x": x})

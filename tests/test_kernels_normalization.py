@@ -17,10 +17,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import types
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from kernel_helpers import assert_faithful, program_of
 from mil_passes.reference import evaluate
 
 FLOATS = (np.float32, np.float16)
@@ -29,14 +29,7 @@ OPSETS = (ct.target.iOS15, ct.target.iOS17)
 
 def run_one_op(build: Callable, x: np.ndarray, opset) -> tuple[np.ndarray, object]:
     """Evaluate ``build(x)`` as the only op of a program; return its output and the op."""
-
-    @mb.program(
-        input_specs=[mb.TensorSpec(x.shape, dtype=types.numpy_type_to_builtin_type(x.dtype))],
-        opset_version=opset,
-    )
-    def prog(x):
-        return build(x)
-
+    prog = program_of(lambda x: build(x), {"x": x}, opset)
     (op,) = [op for op in prog.functions["main"].operations if op.op_type != "const"]
     (out,) = evaluate(prog, {"x": x}).values()
     return out, op
@@ -46,23 +39,6 @@ def stored(op, name: str) -> float | None:
     """The value of ``op``'s input ``name`` as stored (a default included), as float64."""
     var = op.inputs.get(name)
     return None if var is None else np.asarray(var.val, dtype=np.float64)
-
-
-def assert_faithful(actual: np.ndarray, exact: np.ndarray, dtype, noise: float = 0.0) -> None:
-    """``actual`` has ``dtype`` and is within one ulp (of that dtype) of the float64 ``exact``,
-    give or take ``noise`` (float64 rounding where the output cancels to ~0)."""
-    assert actual.dtype == dtype, f"dtype {actual.dtype}, expected {np.dtype(dtype)}"
-    exact = np.asarray(exact, dtype=np.float64)
-    assert actual.shape == exact.shape
-    tolerance = np.spacing(np.abs(exact).astype(dtype)).astype(np.float64) + noise
-    error = np.abs(actual.astype(np.float64) - exact)
-    bad = ~(error < tolerance)
-    if bad.any():
-        i = np.unravel_index(np.argmax(bad), bad.shape)
-        raise AssertionError(
-            f"{int(bad.sum())} of {bad.size} values off by an ulp or more; at {i}: "
-            f"got {actual[i]!r}, exact {exact[i]!r}"
-        )
 
 
 def check(
@@ -93,6 +69,14 @@ def standardization_terms(x, center, variance, epsilon, gamma=None, beta=None) -
     scale = 1.0 if gamma is None else np.abs(gamma)
     shift = 0.0 if beta is None else np.abs(beta)
     return (np.abs(x) + np.abs(center)) / np.sqrt(variance + epsilon) * scale + shift
+
+
+def per_channel_standardization_terms(x, center, variance, op, kwargs: dict) -> np.ndarray:
+    """``standardization_terms`` with ``op``'s stored epsilon and ``kwargs``' ``[C]`` gamma / beta."""
+    return standardization_terms(
+        x.astype(np.float64), center, variance, float(stored(op, "epsilon")),
+        along_channels(kwargs.get("gamma"), x.ndim), along_channels(kwargs.get("beta"), x.ndim),
+    )
 
 
 def along_channels(value, rank: int) -> np.ndarray | None:
@@ -137,17 +121,28 @@ def channel_values(draw, count: int, low: float, high: float) -> list[float]:
     return draw(st.lists(value, min_size=count, max_size=count))
 
 
+def channel_scale_and_shift(draw, count: int, param_dtype) -> dict:
+    """``gamma`` and ``beta`` kwargs: each ``count`` values in [-2, 2], or (half the time) absent."""
+    kwargs = {}
+    for name in ("gamma", "beta"):
+        value = maybe_param(draw, channel_values(draw, count, -2, 2), param_dtype)
+        if value is not None:
+            kwargs[name] = value
+    return kwargs
+
+
 @given(data=st.data())
 def test_batch_norm(data):
     x, pdt, opset = data.draw(setting((3, 5)))
     channels = x.shape[1]
     mean = np.asarray(channel_values(data.draw, channels, -5, 5), pdt)
     variance = np.asarray(channel_values(data.draw, channels, 0.01, 10), pdt)
-    kwargs = {"mean": mean, "variance": variance, **epsilon_kwargs(data.draw, pdt)}
-    for name in ("gamma", "beta"):
-        value = maybe_param(data.draw, channel_values(data.draw, channels, -2, 2), pdt)
-        if value is not None:
-            kwargs[name] = value
+    kwargs = {
+        "mean": mean,
+        "variance": variance,
+        **epsilon_kwargs(data.draw, pdt),
+        **channel_scale_and_shift(data.draw, channels, pdt),
+    }
     out, op = run_one_op(lambda v: mb.batch_norm(x=v, **kwargs), x, opset)
 
     def reference(t, dtype):
@@ -156,11 +151,8 @@ def test_batch_norm(data):
             tensor(kwargs.get("beta"), dtype), training=False, eps=float(stored(op, "epsilon")),
         )
 
-    rank = x.ndim
-    terms = standardization_terms(
-        x.astype(np.float64), along_channels(mean, rank), along_channels(variance, rank),
-        float(stored(op, "epsilon")), along_channels(kwargs.get("gamma"), rank),
-        along_channels(kwargs.get("beta"), rank),
+    terms = per_channel_standardization_terms(
+        x, along_channels(mean, x.ndim), along_channels(variance, x.ndim), op, kwargs
     )
     check(out, x, reference, terms)
 
@@ -170,11 +162,7 @@ def test_instance_norm(data):
     x, pdt, opset = data.draw(setting((3, 4)))
     assume(np.prod(x.shape[2:]) > 1)  # torch refuses a single spatial element
     channels = x.shape[1]
-    kwargs = epsilon_kwargs(data.draw, pdt)
-    for name in ("gamma", "beta"):
-        value = maybe_param(data.draw, channel_values(data.draw, channels, -2, 2), pdt)
-        if value is not None:
-            kwargs[name] = value
+    kwargs = {**epsilon_kwargs(data.draw, pdt), **channel_scale_and_shift(data.draw, channels, pdt)}
     out, op = run_one_op(lambda v: mb.instance_norm(x=v, **kwargs), x, opset)
 
     def reference(t, dtype):
@@ -184,11 +172,8 @@ def test_instance_norm(data):
         )
 
     wide, spatial = x.astype(np.float64), tuple(range(2, x.ndim))
-    terms = standardization_terms(
-        wide, wide.mean(axis=spatial, keepdims=True), wide.var(axis=spatial, keepdims=True),
-        float(stored(op, "epsilon")), along_channels(kwargs.get("gamma"), x.ndim),
-        along_channels(kwargs.get("beta"), x.ndim),
-    )
+    mean, variance = wide.mean(axis=spatial, keepdims=True), wide.var(axis=spatial, keepdims=True)
+    terms = per_channel_standardization_terms(x, mean, variance, op, kwargs)
     check(out, x, reference, terms)
 
 

@@ -19,6 +19,7 @@ from coremltools.converters.mil.mil import types
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kernel_helpers import run, run_one_op
 from mil_passes.reference import evaluate
 from mil_passes.reference.kernels import KERNELS
 
@@ -35,26 +36,9 @@ SUB_BYTE = {
 }
 
 
-def run_one_op(build, x: np.ndarray, opset) -> np.ndarray:
-    """Evaluate ``build(x)`` as the only op of a program with input ``x``."""
-    spec = mb.TensorSpec(x.shape, dtype=types.numpy_type_to_builtin_type(x.dtype))
-
-    @mb.program(input_specs=[spec], opset_version=opset)
-    def prog(x):
-        return build(x)
-
-    (out,) = evaluate(prog, {"x": x}).values()
-    return out
-
-
 def run_constexpr(build, opset) -> list[np.ndarray]:
     """Evaluate a program without inputs whose outputs are ``build()``'s constexpr values."""
-
-    @mb.program(input_specs=[], opset_version=opset)
-    def prog():
-        return build()
-
-    return list(evaluate(prog, {}).values())
+    return run(build, {}, opset)
 
 
 def per_axis(values: np.ndarray, rank: int, axis: int) -> np.ndarray:
@@ -65,14 +49,38 @@ def per_axis(values: np.ndarray, rank: int, axis: int) -> np.ndarray:
 # -- quantize / dequantize ---------------------------------------------------------------------
 
 
+def draw_shape_and_axis(draw) -> tuple[tuple[int, ...], int | None]:
+    """A shape of rank 1 to 4 and the axis of its quantization parameters (None: per tensor)."""
+    rank = draw(st.integers(1, 4))
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
+    return shape, draw(st.none() | st.integers(-rank, rank - 1))
+
+
+def per_tensor_params(
+    scale: np.ndarray, zero_point: np.ndarray | None, axis: int | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Without an axis, ``scale`` and ``zero_point`` (drawn as ``[1]``) become scalars."""
+    if axis is not None:
+        return scale, zero_point
+    return scale.reshape(()), None if zero_point is None else zero_point.reshape(())
+
+
+def quantization_kwargs(scale: np.ndarray, zero_point: np.ndarray | None, axis: int | None) -> dict:
+    """``scale``, with ``zero_point`` and ``axis`` where there are."""
+    kwargs = {"scale": scale}
+    if zero_point is not None:
+        kwargs["zero_point"] = zero_point
+    if axis is not None:
+        kwargs["axis"] = axis
+    return kwargs
+
+
 @st.composite
 def quantize_cases(draw):
     dtype = draw(st.sampled_from([np.float32, np.float16]))
     output_dtype = draw(st.sampled_from(sorted(QUANTIZED)))
-    _, _, low, high = QUANTIZED[output_dtype]
-    rank = draw(st.integers(1, 4))
-    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
-    axis = draw(st.none() | st.integers(-rank, rank - 1))
+    np_dtype, _, low, high = QUANTIZED[output_dtype]
+    shape, axis = draw_shape_and_axis(draw)
     count = 1 if axis is None else shape[axis]
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     if draw(st.booleans()):  # power-of-two scales: x / scale is exact, ties included
@@ -81,13 +89,11 @@ def quantize_cases(draw):
     else:  # any scale, x at least 0.2 from a tie (fp16 rounding of x moves it < 0.15)
         scale = rng.uniform(0.01, 2.0, size=count).astype(dtype)
         fraction = rng.uniform(-0.3, 0.3, size=shape)
-    zero_point = rng.integers(low, high + 1, size=count) if draw(st.booleans()) else None
-    broadcast_scale = scale.astype(np.float64) if axis is None else per_axis(scale, rank, axis)
+    zero_point = rng.integers(low, high + 1, size=count).astype(np_dtype) if draw(st.booleans()) else None
+    broadcast_scale = scale.astype(np.float64) if axis is None else per_axis(scale, len(shape), axis)
     steps = rng.integers(-300, 301, size=shape)
     x = ((steps + fraction) * broadcast_scale).astype(dtype)
-    if axis is None:
-        scale = scale.reshape(())
-        zero_point = None if zero_point is None else zero_point.reshape(())
+    scale, zero_point = per_tensor_params(scale, zero_point, axis)
     return x, scale, zero_point, axis, output_dtype
 
 
@@ -95,11 +101,7 @@ def quantize_cases(draw):
 def test_quantize_matches_torch(case, opset):
     x, scale, zero_point, axis, output_dtype = case
     np_dtype, _, low, high = QUANTIZED[output_dtype]
-    kwargs = {"scale": scale, "output_dtype": output_dtype}
-    if zero_point is not None:
-        kwargs["zero_point"] = zero_point.astype(np_dtype)
-    if axis is not None:
-        kwargs["axis"] = axis
+    kwargs = {"output_dtype": output_dtype, **quantization_kwargs(scale, zero_point, axis)}
     out = run_one_op(lambda v: mb.quantize(input=v, **kwargs), x, opset)
 
     # MIL rounds first and adds the zero point after; torch adds it before rounding (ties move by
@@ -144,28 +146,20 @@ def dequantize_cases(draw):
     input_dtype = draw(st.sampled_from(sorted(QUANTIZED)))
     np_dtype, torch_dtype, low, high = QUANTIZED[input_dtype]
     out_dtype = draw(st.sampled_from([np.float32, np.float16]))
-    rank = draw(st.integers(1, 4))
-    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
-    axis = draw(st.none() | st.integers(-rank, rank - 1))
+    shape, axis = draw_shape_and_axis(draw)
     count = 1 if axis is None else shape[axis]
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     q = rng.integers(low, high + 1, size=shape).astype(np_dtype)
     scale = rng.uniform(1e-3, 3.0, size=count).astype(out_dtype)
     zero_point = rng.integers(low, high + 1, size=count).astype(np_dtype) if draw(st.booleans()) else None
-    if axis is None:
-        scale = scale.reshape(())
-        zero_point = None if zero_point is None else zero_point.reshape(())
+    scale, zero_point = per_tensor_params(scale, zero_point, axis)
     return q, scale, zero_point, axis, torch_dtype
 
 
 @given(case=dequantize_cases(), opset=st.sampled_from([ct.target.iOS17, ct.target.iOS18]))
 def test_dequantize_matches_torch(case, opset):
     q, scale, zero_point, axis, torch_dtype = case
-    kwargs = {"scale": scale}
-    if zero_point is not None:
-        kwargs["zero_point"] = zero_point
-    if axis is not None:
-        kwargs["axis"] = axis
+    kwargs = quantization_kwargs(scale, zero_point, axis)
     out = run_one_op(lambda v: mb.dequantize(input=v, **kwargs), q, opset)
 
     zp = np.zeros(scale.shape, np.int64) if zero_point is None else zero_point.astype(np.int64)

@@ -25,6 +25,8 @@ Interpolation is computed in float64 and rounded once to the output dtype.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from ..errors import UnsupportedOpError
@@ -47,42 +49,43 @@ def _flag(args: dict, name: str, default: bool) -> bool:
 # -- depth / space shuffles -------------------------------------------------------------------
 
 
-@kernel("depth_to_space")
-def depth_to_space(op, args):
-    x = np.asarray(args["x"])
-    block = _int(args["block_size"])
+def _channels_to_space(x: np.ndarray, block: int, layout: Literal["DCR", "CRD"]) -> np.ndarray:
+    """Move each group of ``block * block`` channels of NCHW ``x`` into a ``block x block`` patch."""
     n, c, h, w = x.shape
     depth = c // (block * block)
-    blocks = x.reshape(n, block, block, depth, h, w).transpose(0, 3, 4, 1, 5, 2)
+    if layout == "DCR":
+        blocks = x.reshape(n, block, block, depth, h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        blocks = x.reshape(n, depth, block, block, h, w).transpose(0, 1, 4, 2, 5, 3)
     return blocks.reshape(n, depth, h * block, w * block)
+
+
+def _space_to_channels(x: np.ndarray, block: int, layout: Literal["DCR", "CRD"]) -> np.ndarray:
+    """Gather each ``block x block`` patch of NCHW ``x`` into channels: undoes ``_channels_to_space``."""
+    n, c, h, w = x.shape
+    blocks = x.reshape(n, c, h // block, block, w // block, block)
+    order = (0, 3, 5, 1, 2, 4) if layout == "DCR" else (0, 1, 3, 5, 2, 4)
+    return blocks.transpose(order).reshape(n, c * block * block, h // block, w // block)
+
+
+@kernel("depth_to_space")
+def depth_to_space(op, args):
+    return _channels_to_space(np.asarray(args["x"]), _int(args["block_size"]), "DCR")
 
 
 @kernel("space_to_depth")
 def space_to_depth(op, args):
-    x = np.asarray(args["x"])
-    block = _int(args["block_size"])
-    n, c, h, w = x.shape
-    blocks = x.reshape(n, c, h // block, block, w // block, block).transpose(0, 3, 5, 1, 2, 4)
-    return blocks.reshape(n, c * block * block, h // block, w // block)
+    return _space_to_channels(np.asarray(args["x"]), _int(args["block_size"]), "DCR")
 
 
 @kernel("pixel_shuffle")
 def pixel_shuffle(op, args):
-    x = np.asarray(args["x"])
-    factor = _int(args["upscale_factor"])
-    n, c, h, w = x.shape
-    depth = c // (factor * factor)
-    blocks = x.reshape(n, depth, factor, factor, h, w).transpose(0, 1, 4, 2, 5, 3)
-    return blocks.reshape(n, depth, h * factor, w * factor)
+    return _channels_to_space(np.asarray(args["x"]), _int(args["upscale_factor"]), "CRD")
 
 
 @kernel("pixel_unshuffle")
 def pixel_unshuffle(op, args):
-    x = np.asarray(args["x"])
-    factor = _int(args["downscale_factor"])
-    n, c, h, w = x.shape
-    blocks = x.reshape(n, c, h // factor, factor, w // factor, factor).transpose(0, 1, 3, 5, 2, 4)
-    return blocks.reshape(n, c * factor * factor, h // factor, w // factor)
+    return _space_to_channels(np.asarray(args["x"]), _int(args["downscale_factor"]), "CRD")
 
 
 # -- sampling grids and 1-D interpolation -----------------------------------------------------

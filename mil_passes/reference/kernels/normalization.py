@@ -39,6 +39,13 @@ def _standardize(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.nda
     return centered / np.sqrt(variance + epsilon)
 
 
+def _scale_and_shift_channels(normalized: np.ndarray, args: dict) -> np.ndarray:
+    """``gamma * normalized + beta`` with the op's optional ``[C]`` gamma (1) and beta (0)."""
+    gamma = _per_channel(args.get("gamma"), normalized.ndim, 1.0)
+    beta = _per_channel(args.get("beta"), normalized.ndim, 0.0)
+    return normalized * gamma + beta
+
+
 @kernel("batch_norm")
 def batch_norm(op, args):
     """``gamma * (x - mean) / sqrt(variance + epsilon) + beta`` per channel (axis 1)."""
@@ -47,20 +54,15 @@ def batch_norm(op, args):
     mean = _per_channel(args["mean"], rank, 0.0)
     variance = _per_channel(args["variance"], rank, 1.0)
     normalized = (x - mean) / np.sqrt(variance + _scalar(args, "epsilon", 1e-5))
-    return normalized * _per_channel(args.get("gamma"), rank, 1.0) + _per_channel(
-        args.get("beta"), rank, 0.0
-    )
+    return _scale_and_shift_channels(normalized, args)
 
 
 @kernel("instance_norm")
 def instance_norm(op, args):
     """Standardize each ``[n, c]`` slice over the spatial axes, then scale and shift per channel."""
     x = _wide(args["x"])
-    rank = x.ndim
-    normalized = _standardize(x, tuple(range(2, rank)), _scalar(args, "epsilon", 1e-5))
-    return normalized * _per_channel(args.get("gamma"), rank, 1.0) + _per_channel(
-        args.get("beta"), rank, 0.0
-    )
+    normalized = _standardize(x, tuple(range(2, x.ndim)), _scalar(args, "epsilon", 1e-5))
+    return _scale_and_shift_channels(normalized, args)
 
 
 @kernel("layer_norm")
