@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import mil_passes
 
@@ -14,10 +15,12 @@ TARGETS = {
     "pass_vs_dce": (1.5, 1.0),
     "rewrite_vs_build": (0.75, 0.5),
     "growth": (5.0, 4.0),
+    "call_growth": (5.0, 4.0),
 }
-#: A growth ratio is checked against its target only between programs ~4x apart in ops, the
-#: smaller of at least GROWTH_MIN_OPS ops: below that the program sits in the CPU caches and a
-#: plain sweep (``SWEEP``) grows 13x from 5,500 to 22,000 ops; the table shows those pairs too.
+#: Growth is checked between programs ~4x apart in ops. Time growth only from GROWTH_MIN_OPS
+#: ops on: below that, time per op rises with size even for a plain sweep (``SWEEP`` grows
+#: 6-13x from 5,500 to 22,000 ops), which is the machine (caches, allocator), not the code.
+#: Call counts, which the machine does not change, are checked at every size.
 GROWTH_OPS_RATIO = (3.5, 4.5)
 GROWTH_MIN_OPS = 10_000
 
@@ -96,9 +99,20 @@ def growth_pairs(programs: list[ProgramCosts]) -> list[tuple[ProgramCosts, Progr
     return pairs
 
 
-def growth_rows(programs: list[ProgramCosts]) -> list[tuple[str, str, float, float, bool]]:
-    """``(what, between, ops ratio, time ratio, projected)`` for every figure measured at two
-    sizes; ``projected``: the larger one was skipped and its time projected."""
+class Growth(NamedTuple):
+    """One figure measured at two sizes: the larger ÷ the smaller."""
+
+    what: str
+    between: str
+    ops_ratio: float
+    time_ratio: float
+    projected: bool  # the larger one was skipped and its time projected
+    calls_ratio: float | None  # function calls, where counted at both sizes
+    smaller_ops: int
+
+
+def growth_rows(programs: list[ProgramCosts]) -> list[Growth]:
+    """A :class:`Growth` for every figure measured at two consecutive sizes."""
     rows = []
     for small, large in growth_pairs(programs):
         between = f"{small.spec.label} → {large.spec.size:,}" + (
@@ -108,17 +122,11 @@ def growth_rows(programs: list[ProgramCosts]) -> list[tuple[str, str, float, flo
         for key in small.seconds:
             if figure(large, key) is not None:
                 seconds, projected = figure(large, key)
-                rows.append((key, between, ops_ratio, seconds / small.seconds[key], projected))
+                calls = large.calls[key] / small.calls[key] if key in small.calls and key in large.calls else None
+                rows.append(Growth(key, between, ops_ratio, seconds / small.seconds[key], projected, calls, small.ops))
         if small.interpreter and large.interpreter:
-            rows.append(("reference interpreter", between, ops_ratio, large.interpreter / small.interpreter, False))
-    return rows
-
-
-def _growth_with_sizes(programs: list[ProgramCosts]) -> list[tuple]:
-    """:func:`growth_rows` with the smaller program's op count appended."""
-    rows = []
-    for small, large in growth_pairs(programs):
-        rows += [row + (small.ops,) for row in growth_rows([small, large])]
+            rows.append(Growth("reference interpreter", between, ops_ratio,
+                               large.interpreter / small.interpreter, False, None, small.ops))
     return rows
 
 
@@ -137,18 +145,24 @@ def checks(results: dict) -> list[Check]:
         (figure(c, STREAMING_PASS)[0] / c.seconds[BUILD], c.spec.label + _projected(c, STREAMING_PASS))
         for c in programs if c.spec.match
     ]
+    fourfold = [
+        g for g in growth_rows(programs)
+        if g.what in package and GROWTH_OPS_RATIO[0] <= g.ops_ratio <= GROWTH_OPS_RATIO[1]
+    ]
     growth = [
-        (ratio, f"{short(what)}, {between}" + (" (skipped: projected)" if projected else ""))
-        for what, between, ops_ratio, ratio, projected, small in _growth_with_sizes(programs)
-        if what in package and GROWTH_OPS_RATIO[0] <= ops_ratio <= GROWTH_OPS_RATIO[1]
-        and small >= GROWTH_MIN_OPS
+        (g.time_ratio, f"{short(g.what)}, {g.between}" + (" (skipped: projected)" if g.projected else ""))
+        for g in fourfold if g.smaller_ops >= GROWTH_MIN_OPS
+    ]
+    call_growth = [
+        (g.calls_ratio, f"{short(g.what)}, {g.between}") for g in fourfold if g.calls_ratio is not None
     ]
     labels = {
         "pass_vs_dce": "each pass where nothing matches ÷ `dead_code_elimination`",
         "rewrite_vs_build": "the streaming rewrite where every window matches ÷ building the program",
         "growth": f"time at 4x the ops ÷ time at 1x, each pass, from {GROWTH_MIN_OPS:,} ops on",
+        "call_growth": "function calls at 4x the ops ÷ at 1x, each pass, every size",
     }
-    found = {"pass_vs_dce": vs_dce, "rewrite_vs_build": vs_build, "growth": growth}
+    found = {"pass_vs_dce": vs_dce, "rewrite_vs_build": vs_build, "growth": growth, "call_growth": call_growth}
     result = []
     for key, figures in found.items():
         bound, goal = TARGETS[key]
@@ -186,10 +200,12 @@ def markdown(results: dict, context: str) -> str:
 
     out += ["", "## Growth: time at the larger program ÷ time at the smaller (linear = the ops ratio)", ""]
     rows = [
-        [short(what), between, f"{ops_ratio:.2f}", ("skipped: projected " if projected else "") + _x(ratio)]
-        for what, between, ops_ratio, ratio, projected in growth_rows(programs)
+        [short(g.what), g.between, f"{g.ops_ratio:.2f}",
+         ("skipped: projected " if g.projected else "") + _x(g.time_ratio),
+         "—" if g.calls_ratio is None else _x(g.calls_ratio)]
+        for g in growth_rows(programs)
     ]
-    out += _table(["figure", "programs", "ops ratio", "time ratio"], rows)
+    out += _table(["figure", "programs", "ops ratio", "time ratio", "calls ratio"], rows)
 
     if conversions:
         out += ["", "## `ct.convert` of the torch models: `mil_passes.pipeline()` ÷ DEFAULT", ""]
@@ -230,10 +246,11 @@ def markdown(results: dict, context: str) -> str:
         out += _table(["pass", "peak above the program", "÷ program size", "kept after the pass"], rows)
 
     out += ["", "## Targets (issue 9)", ""]
-    out += [f"Growth is checked from {GROWTH_MIN_OPS:,} ops on. `sweep` is `list(iter_ops(prog))`, a "
-            "traversal doing nothing per op: below that size the program sits in the CPU caches, and "
-            "its growth (see the growth table) is what the machine adds as the program outgrows them; "
-            "call counts grow exactly with the ops.", ""]
+    out += [f"Time growth is checked from {GROWTH_MIN_OPS:,} ops on: below that, time per op rises "
+            "with size even for `sweep` (`list(iter_ops(prog))`, a traversal doing nothing per op; "
+            "see the growth table), which is the machine (memory caches, allocator), not the code. "
+            "Function calls (cProfile's count, which the machine does not change) are checked at "
+            "every size.", ""]
     rows = [
         [check.figure, f"≤ {check.bound:g}x (goal {check.goal:g}x)",
          "—" if check.worst is None else _x(check.worst), check.where, check.status]

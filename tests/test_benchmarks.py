@@ -84,7 +84,7 @@ def test_quick_run_writes_every_table(quick_run):
         s for s in SHORT if s != "concat_slice_to_slice_concat"), "concat_slice_to_slice_concat"]
 
     targets = _section(tables, "Targets")
-    assert len(targets) == 1 + 3
+    assert len(targets) == 1 + 4
     assert {row[-1] for row in targets[1:]} <= {"holds", "holds (goal met)", "MISSED", "not measured"}
 
 
@@ -122,6 +122,14 @@ def test_no_match_programs_have_nothing_to_rewrite():
     measured = [suites.DCE, suites.SWEEP, *mil_passes.PASS_NAMES]
     assert costs.samples == {suites.BUILD: 2, **{name: 4 for name in measured}}
     assert costs.rewritten is None and costs.skipped == {}
+    assert set(costs.calls) == set(measured) and all(calls > 0 for calls in costs.calls.values())
+
+
+def test_call_counts_of_the_rewrite_are_taken_on_a_fresh_build():
+    small, large = (suites.program_costs(ProgramSpec("streaming", n, True), repeats=1) for n in (4, 16))
+    assert set(small.calls) == {suites.STREAMING_PASS}
+    # A fresh build has all 16 windows to rewrite; the rewritten program would have none.
+    assert 3.0 < large.calls[suites.STREAMING_PASS] / small.calls[suites.STREAMING_PASS] < 5.0
 
 
 def test_match_programs_take_one_rewrite_per_build():
@@ -173,5 +181,17 @@ def test_growth_is_checked_from_ten_thousand_ops_on():
     check = report.checks(results)[2]
     assert (check.worst, check.status) == (pytest.approx(4.5), "holds")
     assert check.where == "concat_slice_to_slice_concat, streaming 1,000 layers → 4,000 (every window matches)"
-    shown = [row[3] for row in report.growth_rows(programs) if row[0] == suites.STREAMING_PASS]
+    shown = [row.time_ratio for row in report.growth_rows(programs) if row.what == suites.STREAMING_PASS]
     assert shown == [pytest.approx(10.0), pytest.approx(4.5)]
+
+
+def test_call_growth_is_checked_at_every_size():
+    programs = [_costs(250, 0.1), _costs(1000, 0.4)]
+    for costs, calls in zip(programs, (1_000, 16_000)):  # quadratic: 16x the calls at 4x the ops
+        costs.calls = {suites.STREAMING_PASS: calls}
+    results = {"programs": programs, "conversions": [], "memory": None}
+    by_figure = {check.figure: check for check in report.checks(results)}
+    check = by_figure["function calls at 4x the ops ÷ at 1x, each pass, every size"]
+    assert (check.worst, check.status) == (pytest.approx(16.0), "MISSED")
+    (row,) = [g for g in report.growth_rows(programs) if g.what == suites.STREAMING_PASS]
+    assert row.calls_ratio == pytest.approx(16.0) and row.time_ratio == pytest.approx(4.0)
