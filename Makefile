@@ -2,6 +2,8 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
+# Targets `make fuzz` runs at once (one worker process each): every core by default
+FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 
 .PHONY: demo test fuzz bench peer-suite clean
 
@@ -28,7 +30,7 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 fuzz: $(VENV)/.installed-test
-	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --examples 10000
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --examples 10000 --jobs $(FUZZ_JOBS)
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/run.py

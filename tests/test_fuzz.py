@@ -128,6 +128,26 @@ def test_cli_exit_codes_and_output(capsys, monkeypatch):
     assert "unknown pass 'no_such_pass'" in capsys.readouterr().err
 
 
+def test_jobs_fuzz_targets_in_workers_with_the_same_output(capsys, monkeypatch):
+    argv = ["--pass", CORRECT, "--pass", "rename_duplicate_temporaries", "--examples", "4", "--seed", "2"]
+    assert main(argv) == 0
+    alone = capsys.readouterr().out
+    assert main([*argv, "--jobs", "2"]) == 0
+    assert capsys.readouterr().out == alone and alone.count("\n") == 2
+
+    def failing(name, target, *, examples, at):
+        return FuzzReport(name, examples, 1 if name == BROKEN else 0, 0)
+
+    monkeypatch.setattr(fuzz_module, "fuzz", failing)  # forked workers inherit the patch
+    assert main(["--pass", CORRECT, "--pass", BROKEN, "--examples", "3", "--jobs", "2"]) == 1
+    assert capsys.readouterr().out == (
+        f"{CORRECT}: 3 programs, 0 failures, 0% rewritten\n{BROKEN}: 3 programs, 1 failures, 0% rewritten\n"
+    )
+    with pytest.raises(SystemExit) as stop:
+        main(["--jobs", "0"])
+    assert stop.value.code == 2 and "--jobs must be at least 1, got 0" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", [*mil_passes.PASS_NAMES, "pipeline"])
 def test_the_package_passes_survive_a_bounded_fuzz(name):
     """``make test``'s bounded run; the profile sizes it (ci: 25 programs, deep: 2,000)."""

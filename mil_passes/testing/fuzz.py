@@ -1,6 +1,6 @@
 """Run every pass of the package over random programs and report what breaks.
 
-    python -m mil_passes.testing.fuzz [--pass NAME]... [--examples N] [--seed S]
+    python -m mil_passes.testing.fuzz [--pass NAME]... [--examples N] [--seed S] [--jobs J]
 
 Targets: each registered ``webnn::`` pass (``mil_passes.PASS_NAMES``) and ``pipeline``
 (``mil_passes.pipeline(PassPipeline.EMPTY)``: the package's passes alone, in order). Each
@@ -12,7 +12,8 @@ target::
 
 ("rewritten": the printed program changed), then each failure shrunk to a minimal program in
 MIL text form with its feeds. Exits 1 if anything failed. Runs are reproducible: the example
-database is off and ``--seed`` fixes the draws.
+database is off and ``--seed`` fixes the draws. ``--jobs`` runs that many targets at once, in
+worker processes; the output is the same, in the same order.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import multiprocessing
+import os
 import sys
 import traceback
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
@@ -175,6 +179,28 @@ def shrink(target: Target, strategy: SearchStrategy, examples: int, at: int) -> 
     return found
 
 
+def _rendered(name: str, examples: int, at: int) -> tuple[str, bool]:
+    """Fuzz the target called ``name``: its summary line and shrunk failures as printed, and
+    whether it failed (what a worker process sends back; a shrunk program does not pickle)."""
+    report = fuzz(name, select_targets([name])[name], examples=examples, at=at)
+    parts = [report.line() + "\n"]
+    for i, failure in enumerate(report.minimal, 1):
+        parts.append(f"--- {name}: minimal failing program {i} of {len(report.minimal)}\n{failure}\n\n")
+    return "".join(parts), report.failures > 0
+
+
+def _results(names: list[str], examples: int, at: int, jobs: int) -> Iterator[tuple[str, bool]]:
+    """:func:`_rendered` for each name, in order; ``jobs`` > 1 runs targets in forked workers
+    (they inherit the registered passes, test-registered ones included)."""
+    if jobs <= 1 or len(names) <= 1:
+        yield from (_rendered(name, examples, at) for name in names)
+        return
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=context) as pool:
+        futures = [pool.submit(_rendered, name, examples, at) for name in names]
+        yield from (future.result() for future in futures)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m mil_passes.testing.fuzz", description=__doc__.split("\n")[0]
@@ -184,20 +210,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=100, metavar="N",
                         help="programs per pass (default 100)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the draws (default 0)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="J",
+                        help=f"targets fuzzed at once, in worker processes (default 1; this machine has {os.cpu_count()} cores)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     try:
         targets = select_targets(args.passes)
     except ValueError as error:
         parser.error(str(error))
     warnings.simplefilter("ignore", RuntimeWarning)  # overflow and NaN in folded values are expected
     failed = False
-    for name, target in targets.items():
-        report = fuzz(name, target, examples=args.examples, at=args.seed)
-        print(report.line(), flush=True)
-        for i, failure in enumerate(report.minimal, 1):
-            heading = f"--- {name}: minimal failing program {i} of {len(report.minimal)}"
-            print(f"{heading}\n{failure}\n", flush=True)
-        failed |= report.failures > 0
+    for text, target_failed in _results(list(targets), args.examples, args.seed, args.jobs):
+        print(text, end="", flush=True)
+        failed |= target_failed
     return 1 if failed else 0
 
 
