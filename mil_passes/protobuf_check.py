@@ -21,6 +21,7 @@ from the result reads the wrong definition once reloaded (FIELD_NOTES §2).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from .lint import Finding
@@ -84,9 +85,18 @@ class _Collector:
                 self.definitions.append(_Definition(value.name, scope, _op_label(op)))
 
 
-def _clashes(a: _Definition, b: _Definition) -> bool:
-    shorter, longer = sorted((a.scope, b.scope), key=len)
-    return longer[: len(shorter)] == shorter
+def _clashing(definitions: list[_Definition], indices: list[int]) -> list[int]:
+    """Those of ``indices`` (definitions of one name) that another one's scope encloses or
+    shares or that enclose another one: linear in the definitions times the nesting depth."""
+    at_scope = Counter(definitions[i].scope for i in indices)
+    at_or_below = Counter(
+        definitions[i].scope[:depth] for i in indices for depth in range(len(definitions[i].scope) + 1)
+    )
+    return [
+        i for i in indices
+        if at_or_below[definitions[i].scope] > 1
+        or any(at_scope[definitions[i].scope[:depth]] for depth in range(len(definitions[i].scope)))
+    ]
 
 
 class _Renamer:
@@ -186,10 +196,7 @@ def fix_duplicate_names(spec) -> list[Finding]:
         for index, definition in enumerate(definitions):
             by_name.setdefault(definition.name, []).append(index)
         for name, indices in by_name.items():
-            involved = [
-                i for i in indices
-                if any(_clashes(definitions[i], definitions[j]) for j in indices if j != i)
-            ]
+            involved = _clashing(definitions, indices) if len(indices) > 1 else []
             if not involved:
                 continue
             keeper = next((i for i in involved if definitions[i].interface), involved[0])

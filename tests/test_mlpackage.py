@@ -5,6 +5,8 @@ import hashlib
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
@@ -444,3 +446,19 @@ def test_many_definitions_of_one_name_are_renamed_in_linear_time():
         return best
 
     assert best_seconds(4000) < 20 * best_seconds(500)
+
+
+@given(st.lists(st.lists(st.integers(1, 3), max_size=3).map(tuple), min_size=2, max_size=12))
+def test_clashing_definitions_are_those_whose_scopes_nest(scopes):
+    """The counting check agrees with the definition: two definitions of a name clash when one's
+    scope encloses or equals the other's (siblings, like a cond's two branches, do not)."""
+    from mil_passes.protobuf_check import _clashing, _Definition
+
+    definitions = [_Definition("x", scope, f"def {i}") for i, scope in enumerate(scopes)]
+
+    def nests(a: tuple, b: tuple) -> bool:
+        shorter, longer = sorted((a, b), key=len)
+        return longer[: len(shorter)] == shorter
+
+    pairwise = [i for i, a in enumerate(scopes) if any(nests(a, b) for j, b in enumerate(scopes) if j != i)]
+    assert _clashing(definitions, list(range(len(scopes)))) == pairwise
