@@ -80,8 +80,8 @@ def context(args: argparse.Namespace, wall: float, cpu: float, loads: tuple) -> 
         f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores "
         f"(load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the end). Figures are CPU "
         f"seconds of this process, the best of several repetitions ({repeats}; torch models: "
-        f"{args.torch_repeats}); every ratio compares figures measured side by side in one run, "
-        f"each repetition on a freshly built program. The run took {wall / 60:.1f} min wall, "
+        f"{args.torch_repeats}), each from cold CPU caches; every ratio compares figures measured "
+        f"side by side in one run, each repetition on a freshly built program. The run took {wall / 60:.1f} min wall, "
         f"{cpu / 60:.1f} min CPU. `ops` counts every op of every block, consts included."
     )
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import mil_passes  # noqa: E402
-from benchmarks import conversions, report, run, suites  # noqa: E402
+from benchmarks import conversions, measure, report, run, suites  # noqa: E402
 from benchmarks.programs import ProgramSpec, nested_program, op_count  # noqa: E402
 from mil_passes.reference import evaluate  # noqa: E402
 from mil_passes.testing import op_counts  # noqa: E402
@@ -195,3 +195,12 @@ def test_call_growth_is_checked_at_every_size():
     assert (check.worst, check.status) == (pytest.approx(16.0), "MISSED")
     (row,) = [g for g in report.growth_rows(programs) if g.what == suites.STREAMING_PASS]
     assert row.calls_ratio == pytest.approx(16.0) and row.time_ratio == pytest.approx(4.0)
+
+
+def test_flush_caches_writes_a_buffer_larger_than_the_last_level_cache():
+    measure.flush_caches()
+    (buffer,) = measure._FLUSH
+    first = int(buffer[0])
+    measure.flush_caches()
+    assert buffer.nbytes == measure._flush_bytes() >= 256 << 20
+    assert int(buffer[0]) == (first + 1) % 256 and int(buffer[-1]) == int(buffer[0])
