@@ -13,7 +13,6 @@ from __future__ import annotations
 import coremltools as ct
 import numpy as np
 import pytest
-import torch
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 from hypothesis import given
@@ -22,6 +21,8 @@ from hypothesis import strategies as st
 from kernel_helpers import run, run_one_op
 from mil_passes.reference import evaluate
 from mil_passes.reference.kernels import KERNELS
+
+torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*quantized tensor creation functions.*:UserWarning")
 
