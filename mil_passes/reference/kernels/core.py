@@ -140,8 +140,11 @@ def log(op, args):
 
 @kernel("rsqrt")
 def rsqrt(op, args):
+    """``1 / sqrt(x + epsilon)`` rounded once: the sum in x's dtype (as MIL adds it), the rest in
+    float64 (sqrt then 1/ in fp16 rounds twice, an ulp off for 366 inputs)."""
+    shifted = np.asarray(args["x"] + _epsilon(args, 1e-12))
     with np.errstate(all="ignore"):
-        return 1.0 / np.sqrt(args["x"] + _epsilon(args, 1e-12))
+        return (1.0 / np.sqrt(shifted.astype(np.float64))).astype(shifted.dtype)
 
 
 @kernel("clip")
