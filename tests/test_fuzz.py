@@ -112,7 +112,7 @@ def test_cli_exit_codes_and_output(capsys, monkeypatch):
         def __repr__(self):
             return "main[CoreML7](...)"
 
-    def failing(name, target, *, examples, at):
+    def failing(name, target, *, examples, at, progress=None):
         return FuzzReport(name, examples, 2, 1, [Failure("AssertionError: differs", Shown())])
 
     monkeypatch.setattr(fuzz_module, "fuzz", failing)
@@ -128,6 +128,15 @@ def test_cli_exit_codes_and_output(capsys, monkeypatch):
     assert "unknown pass 'no_such_pass'" in capsys.readouterr().err
 
 
+def test_progress_goes_to_stderr_at_every_tenth(capsys):
+    assert main(["--pass", CORRECT, "--examples", "20", "--seed", "4"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"{CORRECT}: {n} of 20 programs, 0 failures so far" for n in range(2, 20, 2)
+    ]
+    assert captured.out.startswith(f"{CORRECT}: 20 programs, 0 failures")
+
+
 def test_jobs_fuzz_targets_in_workers_with_the_same_output(capsys, monkeypatch):
     argv = ["--pass", CORRECT, "--pass", "rename_duplicate_temporaries", "--examples", "4", "--seed", "2"]
     assert main(argv) == 0
@@ -135,7 +144,7 @@ def test_jobs_fuzz_targets_in_workers_with_the_same_output(capsys, monkeypatch):
     assert main([*argv, "--jobs", "2"]) == 0
     assert capsys.readouterr().out == alone and alone.count("\n") == 2
 
-    def failing(name, target, *, examples, at):
+    def failing(name, target, *, examples, at, progress=None):
         return FuzzReport(name, examples, 1 if name == BROKEN else 0, 0)
 
     monkeypatch.setattr(fuzz_module, "fuzz", failing)  # forked workers inherit the patch

@@ -13,7 +13,8 @@ target::
 ("rewritten": the printed program changed), then each failure shrunk to a minimal program in
 MIL text form with its feeds. Exits 1 if anything failed. Runs are reproducible: the example
 database is off and ``--seed`` fixes the draws. ``--jobs`` runs that many targets at once, in
-worker processes; the output is the same, in the same order.
+worker processes; the output is the same, in the same order. A progress line per tenth of the
+programs goes to stderr.
 """
 
 from __future__ import annotations
@@ -141,8 +142,10 @@ def fuzz(
     examples: int = 100,
     at: int = 0,
     strategy: SearchStrategy | None = None,
+    progress: Callable[[FuzzReport], None] | None = None,
 ) -> FuzzReport:
-    """Check ``target`` on ``examples`` drawn programs; shrink the failures if there are any."""
+    """Check ``target`` on ``examples`` drawn programs; shrink the failures if there are any.
+    ``progress`` gets the report after each program."""
     strategy = programs() if strategy is None else strategy
     report = FuzzReport(name)
 
@@ -152,6 +155,8 @@ def fuzz(
             report.rewritten += check_drawn(drawn, target)
         except Exception:
             report.failures += 1
+        if progress is not None:
+            progress(report)
 
     _run(count, strategy, examples, at, (Phase.generate,))
     if report.failures:
@@ -179,10 +184,24 @@ def shrink(target: Target, strategy: SearchStrategy, examples: int, at: int) -> 
     return found
 
 
+def _progress_every(examples: int) -> Callable[[FuzzReport], None]:
+    """A progress line on stderr at every tenth of ``examples`` (the stdout report is unchanged)."""
+    step = max(examples // 10, 1)
+
+    def show(report: FuzzReport) -> None:
+        if report.programs % step == 0 and report.programs < examples:
+            print(f"{report.target}: {report.programs} of {examples} programs, {report.failures} failures so far",
+                  file=sys.stderr, flush=True)
+
+    return show
+
+
 def _rendered(name: str, examples: int, at: int) -> tuple[str, bool]:
     """Fuzz the target called ``name``: its summary line and shrunk failures as printed, and
-    whether it failed (what a worker process sends back; a shrunk program does not pickle)."""
-    report = fuzz(name, select_targets([name])[name], examples=examples, at=at)
+    whether it failed (what a worker process sends back; a shrunk program does not pickle).
+    Progress goes to stderr."""
+    report = fuzz(name, select_targets([name])[name], examples=examples, at=at,
+                  progress=_progress_every(examples))
     parts = [report.line() + "\n"]
     for i, failure in enumerate(report.minimal, 1):
         parts.append(f"--- {name}: minimal failing program {i} of {len(report.minimal)}\n{failure}\n\n")
