@@ -22,6 +22,9 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
     # Again: a window on a concat of shape vectors becomes slices of shape outputs, which fold
     # (found by the fuzzer: without this the pipeline is not idempotent).
     ("webnn::fold_shape_ops", "common::remove_symbolic_reshape"),
+    # Again: removing a window can bring a condition next to what canonicalizes it, as in
+    # logical_not(slice(concat(logical_not(x), c))) (found by the fuzzer, as above).
+    ("webnn::canonicalize_uint8_select", "common::remove_symbolic_reshape"),
 )
 
 

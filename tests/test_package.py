@@ -7,11 +7,17 @@ import sys
 import pytest
 
 import coremltools as ct
+import numpy as np
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import types
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 import mil_passes
 from mil_passes.cli import main
+from mil_passes.testing import check_pass, op_counts
 
+#: The passes that run a second time, after the streaming rewrite (see PLACEMENT).
+AGAIN = ("webnn::fold_shape_ops", "webnn::canonicalize_uint8_select")
 EXPECTED = (
     "webnn::rename_duplicate_temporaries",
     "webnn::canonicalize_uint8_select",
@@ -37,7 +43,7 @@ def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
     before = list(base.passes)
     names = mil_passes.pipeline(base).passes
     assert list(base.passes) == before
-    assert [n for n in names if n.startswith("webnn::")] == [*EXPECTED, "webnn::fold_shape_ops"]
+    assert [n for n in names if n.startswith("webnn::")] == [*EXPECTED, *AGAIN]
     assert names.index("webnn::rename_duplicate_temporaries") == 0
     assert names.index("webnn::canonicalize_uint8_select") < names.index("common::select_optimization")
     first_const_elimination = names.index("common::const_elimination")
@@ -46,11 +52,33 @@ def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
     # fold_shape_ops runs again after the streaming rewrite (see PLACEMENT).
     last_fold = len(names) - 1 - names[::-1].index("webnn::fold_shape_ops")
     assert names.index("webnn::concat_slice_to_slice_concat") < last_fold < names.index("common::remove_symbolic_reshape")
+    # So does canonicalize_uint8_select, after the second fold.
+    last_canonicalize = len(names) - 1 - names[::-1].index("webnn::canonicalize_uint8_select")
+    assert last_fold < last_canonicalize < names.index("common::remove_symbolic_reshape")
     assert [n for n in names if not n.startswith("webnn::")] == before
 
 
 def test_pipeline_on_empty_base_is_the_package_passes_in_order():
-    assert tuple(mil_passes.pipeline(ct.PassPipeline.EMPTY).passes) == (*EXPECTED, "webnn::fold_shape_ops")
+    assert tuple(mil_passes.pipeline(ct.PassPipeline.EMPTY).passes) == (*EXPECTED, *AGAIN)
+
+
+def test_pipeline_is_idempotent_where_a_removed_window_joins_two_logical_nots():
+    """Found by ``make fuzz``: the streaming rewrite removes the window between two logical_nots,
+    which only a canonicalization after it cancels."""
+
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec((1,), dtype=types.bool)], opset_version=ct.target.iOS17)
+        def prog(x0):
+            inner = mb.logical_not(x=x0, name="inner")
+            joined = mb.concat(values=[inner, np.array([False])], axis=0, name="joined")
+            window = mb.slice_by_index(x=joined, begin=[0], end=[1], name="window")
+            flag = mb.cast(x=mb.cast(x=window, dtype="uint8", name="out"), dtype="bool", name="out_bool")
+            return mb.logical_not(x=flag, name="result")
+
+        return prog
+
+    after = check_pass(build, mil_passes.pipeline(ct.PassPipeline.EMPTY), inputs={"x0": np.array([False])})
+    assert op_counts(after) == {"identity": 1}
 
 
 def test_pipeline_rejects_a_non_pipeline():
