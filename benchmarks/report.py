@@ -19,8 +19,8 @@ TARGETS = {
 }
 #: Growth is checked between programs ~4x apart in ops. Time growth only from GROWTH_MIN_OPS
 #: ops on: below that, time per op rises with size even for ``SWEEP`` (a traversal doing nothing
-#: per op; 5.2x from 5,500 to 22,000 ops, from cold caches) while calls grow 4.0x: the memory
-#: hierarchy, not the work. Call counts are checked at every size.
+#: per op; 4.5-5.2x from 5,500 to 22,000 ops, from cold caches) while calls grow 4.0x: the
+#: memory hierarchy, not the work. Call counts are checked at every size.
 GROWTH_OPS_RATIO = (3.5, 4.5)
 GROWTH_MIN_OPS = 10_000
 
