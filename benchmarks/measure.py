@@ -9,6 +9,7 @@ sit in the caches from being built, a large one cannot, and time would grow fast
 from __future__ import annotations
 
 import cProfile
+import functools
 import gc
 import pstats
 import time
@@ -33,14 +34,15 @@ def _flush_bytes() -> int:
         return 512 << 20
 
 
-_FLUSH: list[np.ndarray] = []
+@functools.cache
+def _flush_buffer() -> np.ndarray:
+    return np.zeros(_flush_bytes(), np.uint8)
 
 
 def flush_caches() -> None:
     """Write a buffer larger than the last-level cache, evicting whatever it held."""
-    if not _FLUSH:
-        _FLUSH.append(np.zeros(_flush_bytes(), np.uint8))
-    np.add(_FLUSH[0], 1, out=_FLUSH[0])
+    buffer = _flush_buffer()
+    np.add(buffer, 1, out=buffer)
 
 
 def cpu_time(fn: Callable[[], Any]) -> tuple[float, Any]:
