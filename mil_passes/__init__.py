@@ -11,7 +11,10 @@ import logging as _logging
 _NOISE = ("Failed to load _ML", "has not been tested with coremltools")
 _logging.getLogger("coremltools").addFilter(lambda record: not any(n in str(record.msg) for n in _NOISE))
 
+from . import _moved  # noqa: E402
 from ._version import __version__  # noqa: E402
 from .pipeline import PASS_NAMES, pipeline  # noqa: E402
+
+_moved.install()
 
 __all__ = ["__version__", "PASS_NAMES", "pipeline"]

@@ -1,4 +1,4 @@
-"""Run the package's passes on a Program and report what changed (``package_run`` does it for a
+"""Run the package's passes on a Program and report what changed (``package.optimize`` does it for a
 saved model: the path of the ``optimize`` and ``demo`` commands)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from .lint import Finding, lint
 from .pipeline import PASS_NAMES, PIPELINE_ORDER
 from .rewriter import Refusal
-from .testing.equivalence import op_counts
+from .ir import op_counts
 
 CLEANUP = ("common::dead_code_elimination",)
 

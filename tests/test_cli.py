@@ -18,7 +18,8 @@ from coremltools import proto
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol
 
-from mil_passes import PASS_NAMES, mlpackage
+from mil_passes import PASS_NAMES
+from mil_passes.package import io as mlpackage
 from mil_passes.pipeline import PIPELINE_ORDER
 from mil_passes.cli import main, progress_enabled
 from mil_passes.examples import streaming_cache_program

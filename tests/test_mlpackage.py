@@ -14,8 +14,8 @@ from coremltools.converters.mil.frontend.milproto.load import load as coremltool
 from coremltools.converters.mil.mil import get_new_symbol, types
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 
-from mil_passes import mlpackage
-from mil_passes.mlpackage import PackageError
+from mil_passes.package import io as mlpackage
+from mil_passes.package.files import PackageError
 from mil_passes.reference import evaluate
 from mil_passes.rewriter import iter_ops
 from mil_passes.testing import milproto as hand
@@ -424,7 +424,7 @@ def test_many_definitions_of_one_name_are_renamed_in_linear_time():
     ``t_1`` for each rename took."""
     import time
 
-    from mil_passes.protobuf_check import fix_duplicate_names
+    from mil_passes.package.duplicate_names import fix_duplicate_names
 
     def chain(count):
         ops = [hand.operation("relu", [("t", F32(2))], {"x": "x"})]
@@ -452,7 +452,7 @@ def test_many_definitions_of_one_name_are_renamed_in_linear_time():
 def test_clashing_definitions_are_those_whose_scopes_nest(scopes):
     """The counting check agrees with the definition: two definitions of a name clash when one's
     scope encloses or equals the other's (siblings, like a cond's two branches, do not)."""
-    from mil_passes.protobuf_check import _clashing, _Definition
+    from mil_passes.package.duplicate_names import _clashing, _Definition
 
     definitions = [_Definition("x", scope, f"def {i}") for i, scope in enumerate(scopes)]
 

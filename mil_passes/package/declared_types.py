@@ -30,7 +30,7 @@ from coremltools.converters.mil.mil.ops.defs._utils import broadcast_shapes
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 from coremltools.converters.mil._deployment_compatibility import AvailableTarget
 
-from .lint import Finding
+from ..lint import Finding
 
 Dims = tuple  # of int (a constant) or None (known only at run time)
 

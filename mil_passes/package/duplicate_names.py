@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from .lint import Finding
-from .rewriter import FreshNames
+from ..lint import Finding
+from ..ir import FreshNames
 
 
 class InterfaceClash(ValueError):

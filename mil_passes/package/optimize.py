@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .lint import by_severity
-from .mlpackage import PackageError, check_output_path, move_into_place, read, save
-from .optimize import OptimizeReport, resolve_pass_names, run_passes
+from ..lint import by_severity
+from .io import PackageError, check_output_path, move_into_place, read, save
+from ..optimize import OptimizeReport, resolve_pass_names, run_passes
 
 
 @dataclass
@@ -32,7 +32,7 @@ class PackageRun:
 
 def check_paths(source: Path, output: Path, *, force: bool) -> None:
     """Refuse a missing input, writing over the input (without ``force``), and writing one
-    inside the other; then the checks of :func:`~mil_passes.mlpackage.check_output_path`."""
+    inside the other; then the checks of :func:`~mil_passes.package.io.check_output_path`."""
     if not source.exists():
         raise PackageError(f"{source}: no such file or directory")
     same = source.exists() and output.exists() and os.path.samefile(source, output)
@@ -57,7 +57,7 @@ def optimize_package(
 
     The package is written next to ``output``, read back (the findings after are those of the
     written package: protobuf check and lint), then renamed into place. Raises
-    :class:`~mil_passes.package_files.PackageError` and :class:`UnknownPass` before writing.
+    :class:`~mil_passes.package.files.PackageError` and :class:`UnknownPass` before writing.
     """
     start = time.perf_counter()
     step = on_step or (lambda label: None)  # noqa: E731

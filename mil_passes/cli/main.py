@@ -14,7 +14,7 @@ import sys
 import warnings
 from typing import Callable, TextIO
 
-from ._version import __version__
+from .._version import __version__
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -51,8 +51,8 @@ def _steps(pass_count: int) -> int:
 
 def _optimize(args: argparse.Namespace) -> int:
     from .json_output import optimize_json
-    from .optimize import explain, format_report, resolve_pass_names
-    from .package_run import optimize_package
+    from ..optimize import explain, format_report, resolve_pass_names
+    from ..package.optimize import optimize_package
 
     names = resolve_pass_names(args.passes)
     progress = Progress(_steps(len(names)), progress_enabled(args.quiet or args.json))
@@ -87,8 +87,8 @@ def _print_findings(when: str, findings) -> None:
 
 def _lint(args: argparse.Namespace) -> int:
     from .json_output import lint_json
-    from .lint import SEVERITIES
-    from .mlpackage import read
+    from ..lint import SEVERITIES
+    from ..package.io import read
 
     findings = read(args.input).lint()
     if args.json:
@@ -119,7 +119,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
-    from .pipeline import PASS_NAMES
+    from ..pipeline import PASS_NAMES
 
     for name in PASS_NAMES:
         doc = (type(PASS_REGISTRY[name]).__doc__ or "").strip().splitlines()
@@ -192,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _user_error(error: Exception) -> str | None:
     """One line for what a user can cause; None for a bug (the traceback is then wanted)."""
-    from .optimize import UnknownPass
-    from .package_files import PackageError
+    from ..optimize import UnknownPass
+    from ..package.files import PackageError
 
     if isinstance(error, (PackageError, UnknownPass)):
         return str(error)

@@ -1,8 +1,8 @@
 """Core ML models to pymil and back: ``.mlpackage`` folders, or ``.mlmodel`` files holding an ML Program.
 
-``read(path)`` checks the files (``package_files``: paths stay inside the package, weight
+``read(path)`` checks the files (``files``: paths stay inside the package, weight
 references fit their files), reads the protobuf, makes its names unambiguous
-(``protobuf_check``), builds the Program with coremltools' milproto loader, and compares the
+(``duplicate_names``), builds the Program with coremltools' milproto loader, and compares the
 declared types with the inferred ones (``declared_types``). ``load(path)`` is its Program.
 
 ``save(prog, path, like=source)`` writes ``prog`` with the source's model description (input
@@ -34,10 +34,10 @@ from .declared_types import (
     inferred_type,
     repair_types,
 )
-from .lint import Finding, by_severity, lint
-from .package_files import MANIFEST, ModelFiles, PackageError, check_weights, locate, read_spec
-from .protobuf_check import InterfaceClash, UndefinedName, fix_duplicate_names
-from .rewriter import iter_blocks
+from ..lint import Finding, by_severity, lint
+from .files import MANIFEST, ModelFiles, PackageError, check_weights, locate, read_spec
+from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
+from ..ir import iter_blocks
 
 __all__ = ["Package", "PackageError", "read", "load", "save", "save_program", "check_output_path"]
 

@@ -36,8 +36,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from .lint import SEVERITIES, Finding
-from .package_run import PackageRun
+from ..lint import SEVERITIES, Finding
+from ..package.optimize import PackageRun
 
 LINT_SCHEMA = "mil-passes/lint/1"
 OPTIMIZE_SCHEMA = "mil-passes/optimize/1"

@@ -20,8 +20,8 @@ from typing import Iterable
 from coremltools.converters.mil.mil import Operation, Program, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
-from .reference.kernels.core import index_window
-from .rewriter import iter_ops
+from ..reference.kernels.core import index_window
+from ..ir import iter_ops
 
 SEVERITIES = ("error", "warning", "info")
 WINDOW_OPS = ("slice_by_index", "slice_by_size", "split")

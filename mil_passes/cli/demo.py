@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .examples import streaming_cache_program
-from .mlpackage import load, save
-from .optimize import format_report
-from .package_run import optimize_package
-from .testing.equivalence import assert_equivalent
+from ..examples import streaming_cache_program
+from ..package.io import load, save
+from ..optimize import format_report
+from ..package.optimize import optimize_package
+from ..reference.equivalence import assert_equivalent
 
 EXAMPLE = dict(layers=24, channels=1024, new_frames=7, cached_frames=8, dtype="fp16")
 REFUSED = "ane-refused-slice-of-concat"

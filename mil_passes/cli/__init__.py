@@ -1,0 +1,5 @@
+"""The ``mil-passes`` command line: ``lint``, ``optimize``, ``list``, ``demo``."""
+
+from .main import EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, build_parser, main, progress_enabled
+
+__all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "main", "progress_enabled"]

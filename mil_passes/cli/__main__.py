@@ -1,0 +1,7 @@
+"""``python -m mil_passes.cli``: the ``mil-passes`` command."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())
