@@ -20,7 +20,7 @@ from typing import Iterable
 from coremltools.converters.mil.mil import Operation, Program, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
-from ..reference.kernels.core import index_window
+from ..semantics import slice_by_index_positions
 from ..ir import iter_ops
 
 SEVERITIES = ("error", "warning", "info")
@@ -76,12 +76,12 @@ def window_on_concat(op: Operation) -> Window | None:
         return None
     shape = [1 if is_symbolic(d) else int(d) for d in x.shape]
     optional = lambda var: None if var is None else var.val  # noqa: E731
-    index, squeezed = index_window(
+    positions, _ = slice_by_index_positions(
         shape, params[0], params[1], optional(op.stride), optional(op.begin_mask),
         optional(op.end_mask), optional(op.squeeze_mask),
     )
-    start, stop, stride = index[axis].indices(int(size))
-    return Window(axis, start, len(range(start, stop, stride)), stride, int(size))
+    selected = positions[axis]
+    return Window(axis, selected.start, len(selected), selected.step, int(size))
 
 
 def _keeps_concat_axis(op: Operation, concat: Operation) -> bool:

@@ -28,9 +28,9 @@ from coremltools.converters.mil.frontend.milproto import load as milproto_load
 from coremltools.converters.mil.mil import Block, Operation, Program, Var, types
 from coremltools.converters.mil.mil.ops.defs._utils import broadcast_shapes
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
-from coremltools.converters.mil._deployment_compatibility import AvailableTarget
 
 from ..lint import Finding
+from ..semantics import reshape_zeros
 
 Dims = tuple  # of int (a constant) or None (known only at run time)
 
@@ -46,13 +46,10 @@ def declared_types_set_aside() -> Iterator[None]:
 
 
 def reshape_output_shape(op: Operation) -> tuple | None:
-    """The shape a reshape with a constant target computes, its zeros resolved; None when
-    pymil's own shape needs no correction or the target is not known.
-
-    iOS17 matches a ``0`` with the input dim at the same position counted from the right, and
-    makes one with no such dim 1; iOS15/16 take the dim at the same index (target length ==
-    rank). pymil resolves zeros only when every input dim is a constant.
-    """
+    """The shape a reshape with a constant target computes, its zeros resolved by the op's opset
+    rule (:func:`~mil_passes.semantics.reshape_zeros`); None when pymil's own shape needs no
+    correction or the target is not known. pymil resolves zeros only when every input dim is a
+    constant."""
     target, x_shape = op.shape.val, op.x.shape
     if target is None or x_shape is None or any_variadic(x_shape):
         return None
@@ -60,17 +57,11 @@ def reshape_output_shape(op: Operation) -> tuple | None:
     current = list(op.outputs[0].shape)
     if 0 not in target or len(current) != len(target):
         return None
-    rank, resolved = len(x_shape), list(current)
-    for index, size in enumerate(target):
-        if size != 0:
-            continue
-        if op.opset_version >= AvailableTarget.iOS17:
-            source = rank - len(target) + index
-            resolved[index] = x_shape[source] if source >= 0 else 1
-        elif len(target) == rank:
-            resolved[index] = x_shape[index]
-        else:
-            return None
+    try:
+        copied = reshape_zeros(op.opset_version, list(x_shape), target)
+    except ValueError:
+        return None
+    resolved = [c if t == 0 else d for t, c, d in zip(target, copied, current)]
     return tuple(resolved) if resolved != current else None
 
 

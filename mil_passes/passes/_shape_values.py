@@ -21,8 +21,9 @@ from typing import Callable, Optional
 
 import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, types
-from coremltools.converters.mil.mil.ops.defs._utils import solve_slice_by_index_slice
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
+
+from ..semantics import numpy_index, slice_by_index_positions, slice_by_size_positions
 
 MAX_ELEMENTS = 256  # shape values are scalars and vectors; longer ones are data
 
@@ -237,11 +238,9 @@ def _slice_by_index(op: Operation, values: Values) -> np.ndarray | None:
     masks = [_param(op, name, values, [0] * rank) for name in ("begin_mask", "end_mask", "squeeze_mask")]
     if x is None or None in (begin, end, stride) or any(m is None for m in masks):
         return None
-    begin_mask, end_mask, squeeze_mask = ([bool(m) for m in mask] for mask in masks)
-    slices = solve_slice_by_index_slice(
-        x.shape, begin, end, list(stride), begin_mask, end_mask, squeeze_mask
-    )
-    return x[slices]
+    positions, squeezed = slice_by_index_positions(x.shape, begin, end, stride, *masks)
+    selected = x[numpy_index(positions)]
+    return selected.reshape([len(p) for a, p in enumerate(positions) if a not in squeezed])
 
 
 def _slice_by_size(op: Operation, values: Values) -> np.ndarray | None:
@@ -249,11 +248,7 @@ def _slice_by_size(op: Operation, values: Values) -> np.ndarray | None:
     begin, size = _param(op, "begin", values), _param(op, "size", values)
     if x is None or begin is None or size is None:
         return None
-    slices = []
-    for axis, (b, s) in enumerate(zip(begin, size)):
-        b = b + x.shape[axis] if b < 0 else b
-        slices.append(slice(b, None) if s == -1 else slice(b, b + s))
-    return x[tuple(slices)]
+    return x[numpy_index(slice_by_size_positions(x.shape, begin, size))]
 
 
 def _split(op: Operation, values: Values) -> tuple | None:

@@ -14,7 +14,8 @@ from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ..rewriter import Refusal
-from ._windows import index_bounds, selected_positions, sized_positions
+from ..semantics import size_positions, slice_positions
+from ._windows import index_bounds
 
 SLICE_PARAMS = ("begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask")
 DEFAULTS = {"stride": 1, "begin_mask": False, "end_mask": False, "squeeze_mask": False}
@@ -80,7 +81,7 @@ class _IndexReader(Reader):
 
     def positions(self, axis: int, size: int) -> range:
         p = self.params
-        return selected_positions(
+        return slice_positions(
             size, p["begin"][axis], p["end"][axis], p["stride"][axis],
             p["begin_mask"][axis], p["end_mask"][axis], p["squeeze_mask"][axis],
         )
@@ -128,7 +129,7 @@ class _SizeReader(Reader):
         return [cls(op, params)]
 
     def positions(self, axis: int, size: int) -> range:
-        return sized_positions(size, self.params["begin"][axis], self.params["size"][axis])
+        return size_positions(size, self.params["begin"][axis], self.params["size"][axis])
 
     def keeps(self, axis: int) -> bool:
         return (self.params["begin"][axis], self.params["size"][axis]) == (0, -1) or super().keeps(axis)

@@ -10,9 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-INT32_MAX = 2**31 - 1
-
-
 @dataclass(frozen=True)
 class Piece:
     """Positions ``part`` (local to concat input ``index``), in the order the window reads them."""
@@ -23,34 +20,6 @@ class Piece:
     def is_whole(self, size: int) -> bool:
         """Does the piece read the whole input, in order?"""
         return self.part == range(size)
-
-
-def selected_positions(
-    size: int,
-    begin: int,
-    end: int,
-    stride: int = 1,
-    begin_mask: bool = False,
-    end_mask: bool = False,
-    squeeze: bool = False,
-) -> range:
-    """Positions one ``slice_by_index`` axis selects from an axis of ``size`` elements.
-
-    Follows coremltools' ``solve_slice_by_index_slice``: a squeezed axis reads ``begin`` alone
-    (``end`` and ``stride`` ignored); otherwise ``x[begin:end:stride]`` with masks as ``None``.
-    """
-    if stride == 0:
-        raise ValueError("slice stride is 0")
-    if squeeze:
-        return range(size)[slice(None if begin_mask else begin, None, INT32_MAX)]
-    return range(size)[slice(None if begin_mask else begin, None if end_mask else end, stride)]
-
-
-def sized_positions(size: int, begin: int, length: int) -> range:
-    """Positions one ``slice_by_size`` axis selects: ``length`` from ``begin``, ``-1`` for the rest."""
-    start = begin + size if begin < 0 else begin
-    stop = size if length < 0 else start + length
-    return range(size)[start:stop]
 
 
 def _within(selected: range, low: int, high: int) -> range:

@@ -48,6 +48,7 @@ from coremltools.converters.mil.mil import Operation, Var, get_new_symbol, types
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..semantics import reshape_zeros
 from . import register
 from ._shape_values import RULES, Dim, Values, dim_of, numpy_dtype, trackable
 
@@ -91,7 +92,7 @@ def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal:
         return Refusal(op, NOT_FROM_SHAPE)
     x_dims = [dim_of(d) for d in op.x.shape]
     try:  # a literal 0 copies a dim of x, by the op's own opset rule
-        wanted = op.replace_zeros_in_shape(x_dims, list(value.elements))
+        wanted = reshape_zeros(op.opset_version, x_dims, list(value.elements))
     except ValueError:
         return Refusal(op, f"target {_show(value.elements)} holds a 0 but not x's rank")
     dims: list[int | Dim | None] = []  # None: a size only the run time knows
@@ -219,7 +220,7 @@ class _ReshapeTypeInference:
             return inferred
         target = [int(t) for t in target]
         try:
-            copied = op.replace_zeros_in_shape(list(op.x.shape), list(target))
+            copied = reshape_zeros(op.opset_version, list(op.x.shape), target)
         except ValueError:
             return inferred
         dims = tuple(c if t == 0 else d for t, c, d in zip(target, copied, inferred.get_shape()))

@@ -12,17 +12,14 @@ import math
 import numpy as np
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
+from ... import semantics
 from ..errors import UnsupportedOpError
 from . import kernel, out_dtype
 
 
 def opset_of(op) -> int:
-    """The iOS opset an op class comes from (15 for the iOS15 definitions, 17 for iOS17, …)."""
-    module = type(op).__module__
-    for version in (18, 17, 16, 15):
-        if f".iOS{version}." in module:
-            return version
-    return 15
+    """The iOS version of the op's opset (15 for the iOS15 definitions, 17 for iOS17, …)."""
+    return int(op.opset_version.name.removeprefix("iOS"))
 
 
 def _int(value) -> int:
@@ -209,52 +206,27 @@ def concat(op, args):
     return np.concatenate(values, axis=axis)
 
 
-def index_window(shape, begin, end, stride, begin_mask, end_mask, squeeze_mask):
-    """The numpy index of a MIL ``slice_by_index`` and the axes it squeezes."""
-    rank = len(shape)
-    begin = _ints(begin)
-    end = _ints(end)
-    stride = [1] * rank if stride is None else _ints(stride)
-    begin_mask, end_mask = _bools(begin_mask, rank), _bools(end_mask, rank)
-    squeeze_mask = _bools(squeeze_mask, rank)
-    index, squeezed = [], []
-    for axis in range(rank):
-        if squeeze_mask[axis]:
-            first = 0 if begin_mask[axis] else begin[axis]  # a masked begin is 0, as in coremltools
-            start = first + (shape[axis] if first < 0 else 0)
-            index.append(slice(start, start + 1, 1))
-            squeezed.append(axis)
-            continue
-        start = None if begin_mask[axis] else begin[axis]
-        stop = None if end_mask[axis] else end[axis]
-        index.append(slice(start, stop, stride[axis]))
-    return tuple(index), tuple(squeezed)
-
-
 @kernel("slice_by_index")
 def slice_by_index(op, args):
     x = np.asarray(args["x"])
-    index, squeezed = index_window(
+    positions, squeezed = semantics.slice_by_index_positions(
         x.shape,
-        args["begin"],
-        args["end"],
-        args.get("stride"),
+        _ints(args["begin"]),
+        _ints(args["end"]),
+        None if args.get("stride") is None else _ints(args["stride"]),
         args.get("begin_mask"),
         args.get("end_mask"),
         args.get("squeeze_mask"),
     )
-    result = x[index]
+    result = x[semantics.numpy_index(positions)]
     return np.squeeze(result, axis=squeezed) if squeezed else result
 
 
 @kernel("slice_by_size")
 def slice_by_size(op, args):
     x = np.asarray(args["x"])
-    index = []
-    for axis, (start, size) in enumerate(zip(_ints(args["begin"]), _ints(args["size"]))):
-        start += x.shape[axis] if start < 0 else 0
-        index.append(slice(start, None if size == -1 else start + size))
-    return x[tuple(index)]
+    positions = semantics.slice_by_size_positions(x.shape, _ints(args["begin"]), _ints(args["size"]))
+    return x[semantics.numpy_index(positions)]
 
 
 @kernel("split")
@@ -282,30 +254,10 @@ def transpose(op, args):
     return np.transpose(args["x"], _ints(args["perm"]))
 
 
-def reshape_target(op, x_shape, target) -> list[int]:
-    """Resolve MIL's ``0`` (by opset) and ``-1`` in a reshape target."""
-    target = _ints(target)
-    rank = len(x_shape)
-    resolved = []
-    for i, dim in enumerate(target):
-        if dim != 0:
-            resolved.append(dim)
-        elif opset_of(op) >= 17:
-            j = rank - (len(target) - i)
-            resolved.append(x_shape[j] if j >= 0 else 1)
-        else:
-            resolved.append(x_shape[i])
-    if -1 in resolved:
-        known = math.prod(d for d in resolved if d != -1)
-        total = math.prod(x_shape)
-        resolved[resolved.index(-1)] = total // known if known else 0
-    return resolved
-
-
 @kernel("reshape")
 def reshape(op, args):
     x = np.asarray(args["x"])
-    return x.reshape(reshape_target(op, x.shape, args["shape"]))
+    return x.reshape(semantics.reshape_shape(op.opset_version, x.shape, _ints(args["shape"])))
 
 
 @kernel("expand_dims")
