@@ -19,7 +19,7 @@ from collections import Counter
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 import mil_passes
-from mil_passes.rewriter import iter_ops
+from mil_passes.ir import iter_ops
 from mil_passes.testing import apply_pass
 from mil_passes.testing.op_table import OP_TABLE
 from mil_passes.testing.recipe import program_text

@@ -16,7 +16,7 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import Program, types
 
 from mil_passes.examples import streaming_cache_program
-from mil_passes.rewriter import iter_ops
+from mil_passes.ir import iter_ops
 from mil_passes.testing import random_inputs
 
 #: Channels of the streaming program: small, so that weights do not dominate time and memory.

@@ -15,7 +15,7 @@ from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 import mil_passes
-from mil_passes.rewriter import iter_ops
+from mil_passes.ir import iter_ops
 
 from .conversions import conversion_costs
 from .measure import Samples, call_count, cpu_time, interpreter_seconds, traced, traced_step

@@ -1,4 +1,4 @@
-"""Example programs: the reported streaming-cache reproducer (FIELD_NOTES §1), also the benchmark."""
+"""Example programs: the reported streaming-cache reproducer (docs/evidence.md §1), also the benchmark."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Passes express *match* and *rewrite*; this module does the rest:
 - dispatches each op to the patterns registered for its type (a dict, not an ``if`` chain);
 - collects var replacements and applies them in one batch: one ``set_inputs`` per consumer op
   and one removal sweep per block (coremltools' per-match ``replace_uses_of_var_after_op`` is
-  quadratic on a ``stack`` of N rewritten windows, FIELD_NOTES §2);
+  quadratic on a ``stack`` of N rewritten windows, docs/evidence.md §3);
 - removes what a rewrite left dead, and re-visits the ops it created or re-wired;
 - keeps function output names, copies scope information to new ops, and hands out names that
   no var or op in the program uses yet.
@@ -18,13 +18,13 @@ import logging
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Generic, Iterator, TypeVar
 
 from coremltools.converters.mil.mil import Block, Builder as mb, Function, Operation, Program, Var
 from coremltools.converters.mil.mil import block as block_module
 from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
 
-from .ir import FreshNames, iter_blocks, iter_ops, program_names
+from .ir import FreshNames, iter_blocks, iter_ops, program_names  # noqa: F401  (iter_blocks: re-exported)
 
 logger = logging.getLogger("mil_passes")
 
@@ -43,21 +43,51 @@ class Refusal:
         return f"{self.op.op_type} '{self.op.name}': {self.reason}"
 
 
-class RewritePattern(ABC):
-    """One rule: ``match`` is pure and returns a match (any truthy value), a :class:`Refusal`
-    (a candidate left unchanged, with the reason: logged and shown by ``--explain``) or ``None``
-    (not a candidate at all: nothing to report); ``rewrite`` builds the replacement through the
-    :class:`Rewriter`."""
+M = TypeVar("M")
+
+
+class RewritePattern(ABC, Generic[M]):
+    """One rule: ``match`` is pure and returns a match of type ``M`` (truthy), a :class:`Refusal`
+    (a candidate left unchanged, with the reason: logged, shown by ``--explain`` and by lint) or
+    ``None`` (not a candidate at all: nothing to report); ``rewrite`` builds the replacement
+    through the :class:`Rewriter`; ``describe`` says what ``rewrite`` will do, in the user's
+    terms (lint's message). Every match the rewrite is given changes the program."""
 
     op_types: ClassVar[tuple[str, ...]] = ()
+    #: The lint rule a match of this pattern is reported under.
+    rule: ClassVar[str] = ""
 
     @abstractmethod
-    def match(self, op: Operation) -> Any:
+    def match(self, op: Operation) -> M | Refusal | None:
         """Return what ``rewrite`` needs, a :class:`Refusal`, or ``None`` (not a candidate)."""
 
     @abstractmethod
-    def rewrite(self, op: Operation, match: Any, rewriter: "Rewriter") -> None:
+    def rewrite(self, op: Operation, match: M, rewriter: "Rewriter") -> None:
         """Emit new ops and record replacements of ``op``'s outputs."""
+
+    def describe(self, op: Operation, match: M) -> str:
+        """One line: what ``rewrite`` will do to ``op`` (without the pass's name)."""
+        return f"{op.op_type} '{op.name}' is rewritten ({type(self).__name__})"
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a pattern said of an op, found without rewriting: ``match`` is the pattern's match,
+    or a :class:`Refusal` (a candidate the pattern leaves unchanged)."""
+
+    op: Operation
+    pattern: RewritePattern
+    match: Any
+
+    @property
+    def refused(self) -> bool:
+        return isinstance(self.match, Refusal)
+
+    def describe(self) -> str:
+        """What the rewrite will do, or why the op is left (a refusal's reason)."""
+        if isinstance(self.match, Refusal):
+            return str(self.match)
+        return self.pattern.describe(self.op, self.match)
 
 
 @dataclass
@@ -263,14 +293,54 @@ def _drop_block(block: Block) -> None:
         op.enclosing_block = None
 
 
-def apply_patterns(
-    prog: Program, patterns: list[RewritePattern] | tuple[RewritePattern, ...], *, pass_name: str
-) -> RewriteResult:
-    """Run ``patterns`` over every op of ``prog`` until nothing more matches."""
+def _dispatch(patterns: list[RewritePattern] | tuple[RewritePattern, ...]) -> dict[str, list[RewritePattern]]:
     dispatch: dict[str, list[RewritePattern]] = {}
     for pattern in patterns:
         for op_type in pattern.op_types:
             dispatch.setdefault(op_type, []).append(pattern)
+    return dispatch
+
+
+def _first_match(op: Operation, candidates: list[RewritePattern]) -> tuple[Match | None, list[Match]]:
+    """The first pattern (in order) that matches ``op``, and the refusals met before it."""
+    refusals: list[Match] = []
+    for pattern in candidates:
+        match = pattern.match(op)
+        if match is None:
+            continue
+        if isinstance(match, Refusal):
+            refusals.append(Match(op, pattern, match))
+            continue
+        return Match(op, pattern, match), refusals
+    return None, refusals
+
+
+def find_matches(
+    prog: Program, patterns: list[RewritePattern] | tuple[RewritePattern, ...]
+) -> tuple[list[Match], list[Match]]:
+    """What :func:`apply_patterns` would rewrite first, without rewriting: every op's first
+    match, and the refusals of ops no pattern matched. ``prog`` is not changed. The patterns
+    change ``prog`` exactly when the list of matches is not empty."""
+    dispatch = _dispatch(patterns)
+    matches: list[Match] = []
+    refused: list[Match] = []
+    for op in iter_ops(prog):
+        candidates = dispatch.get(op.op_type)
+        if not candidates:
+            continue
+        found, refusals = _first_match(op, candidates)
+        if found is not None:
+            matches.append(found)
+        else:
+            refused.extend(refusals)
+    return matches, refused
+
+
+def apply_patterns(
+    prog: Program, patterns: list[RewritePattern] | tuple[RewritePattern, ...], *, pass_name: str
+) -> RewriteResult:
+    """Run ``patterns`` over every op of ``prog`` until nothing more matches."""
+    dispatch = _dispatch(patterns)
     result = RewriteResult()
     refusals: dict[Operation, list[Refusal]] = {}
     rewriter = Rewriter(prog)
@@ -280,17 +350,12 @@ def apply_patterns(
             if op.enclosing_block is None:
                 continue
             refusals.pop(op, None)
-            for pattern in dispatch.get(op.op_type, ()):
-                match = pattern.match(op)
-                if match is None:
-                    continue
-                if isinstance(match, Refusal):
-                    refusals.setdefault(op, []).append(match)
-                    continue
-                refusals.pop(op, None)
-                pattern.rewrite(op, match, rewriter)
+            found, refused = _first_match(op, dispatch.get(op.op_type, []))
+            if found is not None:
+                found.pattern.rewrite(op, found.match, rewriter)
                 result.rewritten += 1
-                break
+            elif refused:
+                refusals[op] = [m.match for m in refused]
         removed, touched = rewriter.commit()
         result.removed_ops += removed
         revisit: dict[Operation, None] = {}
@@ -322,3 +387,7 @@ class PatternPass(AbstractGraphPass):
 
     def apply(self, prog: Program) -> None:
         self.last_result = apply_patterns(prog, self.patterns(), pass_name=self.name)
+
+    def find_matches(self, prog: Program) -> tuple[list[Match], list[Match]]:
+        """What this pass would rewrite first, and what it would refuse; ``prog`` unchanged."""
+        return find_matches(prog, self.patterns())

@@ -24,7 +24,8 @@ from mil_passes.passes.canonicalize_uint8_select import (
     SelectOfOnesZeros,
 )
 from mil_passes.reference import UnsupportedOpError, evaluate
-from mil_passes.rewriter import Refusal, iter_ops
+from mil_passes.ir import iter_ops
+from mil_passes.rewriter import Refusal
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
 from mil_passes.testing.strategies import OPSETS, programs
 

@@ -83,7 +83,8 @@ def test_lint_reports_the_24_refused_windows_and_exits_1(streaming, capsys):
     assert status == 1
     assert document["schema"] == "mil-passes/lint/1" and document["path"] == str(streaming)
     assert document["counts"] == {"error": 24, "warning": 0, "info": 0}
-    assert set(document["findings"][0]) == {"rule", "severity", "op", "message"}
+    assert set(document["findings"][0]) == {"rule", "severity", "op", "message", "fix"}
+    assert {f["fix"] for f in document["findings"]} == {"webnn::concat_slice_to_slice_concat"}
 
 
 def test_optimize_fixes_the_windows_and_the_result_lints_clean(streaming, tmp_path, capsys):
@@ -151,7 +152,7 @@ def test_explain_says_why_each_refused_match_was_left(tmp_path, capsys):
     assert status == 0
     assert "webnn::concat_slice_to_slice_concat left 1 unchanged:" in out
     assert "  slice_by_index 'window': concat input 'x' has a run-time size on axis 2" in out
-    assert "findings left:\n  warning: [slice-of-concat]" in out
+    assert "findings left:\n  info: [slice-of-concat] slice_by_index 'window': concat input 'x' has a run-time size" in out
 
 
 def test_webnn_package_is_reported_then_fixed(tmp_path, capsys):
@@ -168,13 +169,15 @@ def test_webnn_package_is_reported_then_fixed(tmp_path, capsys):
     source = hand.write_package(hand.ml_program([("x", f32), ("y", f32)], ops, ["out"]), tmp_path / "w.mlpackage")
     status, out, _ = run(capsys, "lint", source, "--json")
     rules = [f["rule"] for f in json.loads(out)["findings"]]
-    assert status == 1 and rules == ["duplicate-name", "non-bool-condition"]
+    assert status == 1 and rules == ["duplicate-name", "non-bool-condition", "bool-simplification"]
 
     fixed = tmp_path / "fixed.mlpackage"
     status, out, _ = run(capsys, "optimize", source, "-o", fixed, "--json")
     document = json.loads(out)
     assert status == 0 and document["findings"]["after"] == []
-    assert [f["rule"] for f in document["findings"]["before"]] == ["duplicate-name", "non-bool-condition"]
+    assert [f["rule"] for f in document["findings"]["before"]] == [
+        "duplicate-name", "non-bool-condition", "bool-simplification",
+    ]
     assert run(capsys, "lint", fixed)[0] == 0
     assert_equivalent(mlpackage.load(source), mlpackage.load(fixed), trials=3)
 
@@ -432,7 +435,7 @@ def test_unreadable_models_get_one_line_and_exit_2(small, tmp_path, capsys, brea
 
 
 def test_coremltools_follows_a_manifest_out_of_the_package(small, tmp_path, capsys):
-    """FIELD_NOTES §2, the reason for the checks above: MLModel loads the model outside."""
+    """docs/evidence.md §3, the reason for the checks above: MLModel loads the model outside."""
     package, outside = tmp_path / "work" / "model.mlpackage", tmp_path / "outside"
     shutil.copytree(small, package), outside.mkdir()
     manifest_to_outside(package, outside)

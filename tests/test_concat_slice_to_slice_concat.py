@@ -18,7 +18,7 @@ from mil_passes.examples import streaming_cache_program
 from mil_passes.passes._windows import Piece, index_bounds, pieces_of
 from mil_passes.passes.concat_slice_to_slice_concat import ConcatSliceToSliceConcat
 from mil_passes.reference import evaluate
-from mil_passes.rewriter import iter_ops
+from mil_passes.ir import iter_ops
 from mil_passes.testing import check_pass, op_counts
 
 PASS = "webnn::concat_slice_to_slice_concat"

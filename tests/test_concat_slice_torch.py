@@ -9,7 +9,7 @@ from test_concat_slice_to_slice_concat import windows_on_concats
 
 import mil_passes
 from mil_passes.reference import evaluate
-from mil_passes.rewriter import iter_ops
+from mil_passes.ir import iter_ops
 
 torch = pytest.importorskip("torch", reason="the models of these tests are torch modules")
 

@@ -1,4 +1,4 @@
-"""The example programs: the streaming-cache reproducer of FIELD_NOTES §1."""
+"""The example programs: the streaming-cache reproducer of docs/evidence.md §1."""
 
 import coremltools as ct
 import numpy as np

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import coremltools as ct
 import mil_passes
 from mil_passes.reference import evaluate
-from mil_passes.rewriter import iter_ops
+from mil_passes.ir import iter_ops
 from mil_passes.testing import check_pass, op_counts, random_inputs
 
 PASS = "webnn::fold_shape_ops"
@@ -439,7 +439,7 @@ def test_reshape_types_survive_type_inference_run_again():
 
 
 def test_coremltools_types_a_zero_target_with_literal_zeros():
-    """The FIELD_NOTES §2 fact the type override exists for."""
+    """The fact (docs/evidence.md §3) the type override exists for."""
 
     @mb.program(input_specs=[mb.TensorSpec(shape=(B, S, 32))], opset_version=ct.target.iOS17)
     def prog(x):
@@ -695,7 +695,7 @@ def test_attention_keeps_no_shape_op_and_equals_torch(attention):
 
 
 def test_default_pipeline_keeps_four_shape_ops_on_the_same_attention(attention):
-    """The motivating number (FIELD_NOTES §2): coremltools' DEFAULT leaves run-time shape code."""
+    """The motivating number (docs/evidence.md §3): coremltools' DEFAULT leaves run-time shape code."""
     _, traced, _ = attention
     counts = op_counts(convert(traced, PassPipeline.DEFAULT)._mil_program)
     assert counts["shape"] == 4 and counts["concat"] == 4

@@ -17,7 +17,7 @@ from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from mil_passes.package import io as mlpackage
 from mil_passes.package.files import PackageError
 from mil_passes.reference import evaluate
-from mil_passes.rewriter import iter_ops
+from mil_passes.ir import iter_ops
 from mil_passes.testing import milproto as hand
 from mil_passes.testing.equivalence import random_inputs
 
@@ -223,7 +223,7 @@ def test_duplicate_name_is_reported_resolved_by_order_and_renamed(tmp_path):
 
 
 def test_webnn_bool_temporaries_defined_twice(tmp_path):
-    """FIELD_NOTES §1: logical_and(greater(x, y), lesser(x, z)) as the WebNN converter wrote it."""
+    """docs/evidence.md §2: logical_and(greater(x, y), lesser(x, z)) as the WebNN converter wrote it."""
     b, u8 = hand.tensor_type("bool", (2, 2)), hand.tensor_type("uint8", (2, 2))
     uint8, boolean = hand.const("uint8_name", np.array("uint8")), hand.const("bool_name", np.array("bool"))
     ops = [
@@ -346,7 +346,7 @@ def test_wrong_declared_type_is_named_and_fixed(tmp_path):
 
 
 def reshape_with_zeros():
-    """FIELD_NOTES §2: reshape(expand_dims(x[B, S, 32], -1), [0, 0, 4, 8]) gets the type [0, 0, 4, 8]."""
+    """docs/evidence.md §3: reshape(expand_dims(x[B, S, 32], -1), [0, 0, 4, 8]) gets the type [0, 0, 4, 8]."""
     batch, seq = get_new_symbol(), get_new_symbol()
 
     @mb.program(input_specs=[mb.TensorSpec((batch, seq, 32))], opset_version=IOS17)

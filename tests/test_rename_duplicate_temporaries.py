@@ -18,7 +18,7 @@ from hypothesis import given, strategies as st
 
 from mil_passes.passes.rename_duplicate_temporaries import Rename, rename_duplicates
 from mil_passes.reference import evaluate
-from mil_passes.rewriter import iter_blocks, iter_ops
+from mil_passes.ir import iter_blocks, iter_ops
 from mil_passes.testing import check_pass, interface, random_inputs
 
 PASS = "webnn::rename_duplicate_temporaries"
@@ -107,7 +107,7 @@ def internal_named_like_interface() -> Program:
 
 
 def webnn_bool_temporaries() -> Program:
-    """``logical_and(greater(x, y), less(x, z))`` as a WebNN converter writes it (FIELD_NOTES §1);
+    """``logical_and(greater(x, y), less(x, z))`` as a WebNN converter writes it (docs/evidence.md §2);
     the Given of the pass docstring."""
 
     @mb.program(input_specs=specs(3), opset_version=IOS17)

@@ -147,7 +147,7 @@ def test_function_output_replaced_by_a_function_input_gets_an_identity_with_its_
 
 
 def test_batched_replacement_sets_each_consumer_once(monkeypatch):
-    """N windows joined by one stack: one set_inputs on the stack, not N (FIELD_NOTES §2)."""
+    """N windows joined by one stack: one set_inputs on the stack, not N (docs/evidence.md §3)."""
     layers = 50
 
     @mb.program(input_specs=[mb.TensorSpec((1, 4))], opset_version=IOS17)
@@ -198,7 +198,7 @@ def test_iter_blocks_visits_nested_blocks_after_their_parent():
 
 
 def test_identity_for_a_function_output_carries_the_scope_of_what_it_replaces():
-    """Inside ct.convert of a torch model every op needs the essential scopes (FIELD_NOTES §2)."""
+    """Inside ct.convert of a torch model every op needs the essential scopes (docs/evidence.md §3)."""
     from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
     from coremltools.converters.mil.mil.scope import ScopeInfo, ScopeSource
 

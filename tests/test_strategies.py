@@ -14,7 +14,7 @@ from hypothesis.errors import NoSuchExample
 
 import mil_passes
 from mil_passes.reference import evaluate
-from mil_passes.rewriter import iter_ops
+from mil_passes.ir import iter_ops
 from mil_passes.testing import apply_pass
 from mil_passes.testing.grower import MAX_SYMBOL
 from mil_passes.testing.op_table import OP_TABLE

@@ -31,7 +31,7 @@ def run_demo(
     params = dict(EXAMPLE, layers=layers, channels=channels)
     lines = [
         f"example: streaming-cache encoder, {layers} layers x {channels} channels, "
-        f"{params['new_frames']} new frames, {params['cached_frames']} cached, fp16 (FIELD_NOTES §1)"
+        f"{params['new_frames']} new frames, {params['cached_frames']} cached, fp16, the pattern the Neural Engine refuses"
     ]
     source = out_dir / "streaming_cache.mlpackage"
     fixed = out_dir / "streaming_cache_fixed.mlpackage"

@@ -3,7 +3,7 @@
 A converter writes every op output's type into the protobuf, and Core ML's compiler checks
 them: the pywebnn MobileNetV2 failed with "Param x has incorrect type for operator ios17.conv
 ... got tensor<fp32, [1]>" because its converter declared ``[1]`` for a ``[1, 32, 112, 112]``
-value (FIELD_NOTES §1). coremltools' loader only asserts "Mismatch between var types", naming
+value (docs/evidence.md §2). coremltools' loader only asserts "Mismatch between var types", naming
 nothing. Here the program is loaded with the declared types set aside
 (:func:`declared_types_set_aside`), pymil infers each op's types from its inputs,
 :func:`repair_types` fills the holes of coremltools' inference (``INFERENCE_HOLES``), and
@@ -29,7 +29,7 @@ from coremltools.converters.mil.mil import Block, Operation, Program, Var, types
 from coremltools.converters.mil.mil.ops.defs._utils import broadcast_shapes
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
-from ..lint import Finding
+from ..lint.findings import Finding
 from ..semantics import reshape_zeros
 
 Dims = tuple  # of int (a constant) or None (known only at run time)

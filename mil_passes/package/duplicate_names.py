@@ -1,9 +1,9 @@
 """Names in an ML Program protobuf, read before coremltools' loader sees them.
 
 MIL links a use to a definition by name. A converter that defines one name twice (the WebNN
-``{out}_bool`` temporaries, FIELD_NOTES §1) leaves the meaning to whoever reads the file:
+``{out}_bool`` temporaries, docs/evidence.md §2) leaves the meaning to whoever reads the file:
 coremltools' loader keeps one entry per name and overrides it silently, and a package saved
-from the result reads the wrong definition once reloaded (FIELD_NOTES §2).
+from the result reads the wrong definition once reloaded (docs/evidence.md §3).
 
 :func:`fix_duplicate_names` makes every name mean one thing, in place:
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ..lint import Finding
+from ..lint.findings import Finding
 from ..ir import FreshNames
 
 

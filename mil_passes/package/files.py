@@ -3,7 +3,7 @@
 An ``.mlpackage`` is a folder: ``Manifest.json`` names the root model file by a path under
 ``Data/``, and the model's weights sit in ``weights/`` beside that file, referenced from the
 protobuf as ``@model_path/weights/<file>`` plus a byte offset. ``ct.models.MLModel`` follows
-whatever the manifest says, even ``../../outside/model.mlmodel`` (FIELD_NOTES §2). Here every
+whatever the manifest says, even ``../../outside/model.mlmodel`` (docs/evidence.md §3). Here every
 path is checked to stay inside the package (no absolute path, no ``..``, no symlink on the way)
 and every weight reference is checked against its file's blob header before anything reads
 the file. Nothing in a package is executed: it is parsed as JSON and protobuf only.

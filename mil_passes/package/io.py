@@ -34,7 +34,8 @@ from .declared_types import (
     inferred_type,
     repair_types,
 )
-from ..lint import Finding, by_severity, lint
+from ..lint import DimNames, Finding, by_severity, lint
+from ..lint.dims import ranges_of_description
 from .files import MANIFEST, ModelFiles, PackageError, check_weights, locate, read_spec
 from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
 from ..ir import iter_blocks
@@ -56,8 +57,10 @@ class Package:
     files: ModelFiles | None = None
 
     def lint(self) -> list[Finding]:
-        """The protobuf check's findings and :func:`~mil_passes.lint.lint`'s, errors first."""
-        return by_severity(self.findings + lint(self.program))
+        """The protobuf check's findings and :func:`~mil_passes.lint.lint`'s, errors first; run-time
+        dims named by the inputs and ranges the model declares."""
+        dims = DimNames.of_program(self.program, ranges_of_description(self.spec.description))
+        return by_severity(self.findings + lint(self.program, dims=dims))
 
 
 def read(path: str | Path) -> Package:

@@ -47,6 +47,10 @@ from coremltools.converters.mil.mil import Operation, Var, types
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
 from . import register
 
+#: Lint rules: a cast to bool (rules 1, 2); a select or logical_not that simplifies (3, 4).
+RULE = "non-bool-condition"
+SIMPLIFY_RULE = "bool-simplification"
+
 #: Dtypes MIL comparisons accept; narrower ints are cast to int32 before ``not_equal``.
 COMPARABLE_DTYPES = (types.fp16, types.fp32, types.int32)
 
@@ -75,29 +79,38 @@ def _all_equal(value: Any, number: int) -> bool:
     return bool(np.all(np.asarray(value) == number))
 
 
-class CastRoundTripToBool(RewritePattern):
+class CastRoundTripToBool(RewritePattern[Var]):
     """Rule 1: ``cast(x, "bool")`` of numeric casts of a bool → that bool."""
 
     op_types = ("cast",)
+    rule = RULE
 
     def match(self, op: Operation) -> Var | None:
         if not _casts_to_bool(op):
             return None  # not a candidate of any rule
         return bool_source(op.x)  # None: rule 2's to rewrite
 
+    def describe(self, op: Operation, match: Var) -> str:
+        return f"cast '{op.name}' to bool round-trips bool '{match.name}': its uses read '{match.name}' directly"
+
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
         rewriter.replace(op.outputs[0], match)
 
 
-class CastToBoolAsNotEqual(RewritePattern):
+class CastToBoolAsNotEqual(RewritePattern[Var]):
     """Rule 2: ``cast(x, "bool")`` → ``not_equal(x, 0)`` (narrow ints through int32)."""
 
     op_types = ("cast",)
+    rule = RULE
 
     def match(self, op: Operation) -> Var | None:
         if not _casts_to_bool(op) or types.is_bool(op.x.dtype):
             return None  # not a cast to bool, or rule 1's to rewrite
         return op.x
+
+    def describe(self, op: Operation, match: Var) -> str:
+        dtype = types.builtin_to_string(match.dtype)
+        return f"cast '{op.name}' of {dtype} '{match.name}' to bool becomes not_equal('{match.name}', 0)"
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
         x = match
@@ -108,11 +121,12 @@ class CastToBoolAsNotEqual(RewritePattern):
         rewriter.replace(op.outputs[0], truthy)
 
 
-class SelectOfOnesZeros(RewritePattern):
+class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
     """Rule 4: ``select(c, 1, 0)`` → ``cast(c, dtype)``, ``select(c, 0, 1)`` → the cast of
     ``logical_not(c)``."""
 
     op_types = ("select",)
+    rule = SIMPLIFY_RULE
 
     def match(self, op: Operation) -> tuple[bool] | Refusal | None:
         out = op.outputs[0]
@@ -132,6 +146,11 @@ class SelectOfOnesZeros(RewritePattern):
             )
         return (negate,)
 
+    def describe(self, op: Operation, match: tuple[bool]) -> str:
+        dtype = types.builtin_to_string(op.outputs[0].dtype)
+        cond = f"logical_not('{op.cond.name}')" if match[0] else f"'{op.cond.name}'"
+        return f"select '{op.name}' of constant ones and zeros becomes cast({cond}, {dtype})"
+
     def rewrite(self, op: Operation, match: tuple[bool], rewriter: Rewriter) -> None:
         (negate,) = match
         out = op.outputs[0]
@@ -143,10 +162,11 @@ class SelectOfOnesZeros(RewritePattern):
         rewriter.replace(out, result)
 
 
-class SelectOfLogicalNot(RewritePattern):
+class SelectOfLogicalNot(RewritePattern[Var]):
     """Rule 3: ``select(logical_not(c), a, b)`` → ``select(c, b, a)``."""
 
     op_types = ("select",)
+    rule = SIMPLIFY_RULE
 
     def match(self, op: Operation) -> Var | None:
         producer = op.cond.op
@@ -154,22 +174,29 @@ class SelectOfLogicalNot(RewritePattern):
             return None
         return producer.x
 
+    def describe(self, op: Operation, match: Var) -> str:
+        return f"select '{op.name}' reads logical_not('{match.name}'): it reads '{match.name}' with a and b swapped"
+
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
         out = op.outputs[0]
         swapped = rewriter.emit(op, "select", f"{out.name}_swapped", cond=match, a=op.b, b=op.a)
         rewriter.replace(out, swapped)
 
 
-class DoubleLogicalNot(RewritePattern):
+class DoubleLogicalNot(RewritePattern[Var]):
     """Rule 3: ``logical_not(logical_not(c))`` → ``c``."""
 
     op_types = ("logical_not",)
+    rule = SIMPLIFY_RULE
 
     def match(self, op: Operation) -> Var | None:
         producer = op.x.op
         if producer is None or producer.op_type != "logical_not":
             return None
         return producer.x
+
+    def describe(self, op: Operation, match: Var) -> str:
+        return f"logical_not '{op.name}' of a logical_not: its uses read '{match.name}' directly"
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
         rewriter.replace(op.outputs[0], match)

@@ -12,7 +12,7 @@ Result::
     %next_cache = concat(values=(%next_cache_piece0, %x), axis=2, interleave=False)
 
 A window cut out of a concat's output makes the Neural Engine compiler of M2-generation chips
-refuse the whole program (FIELD_NOTES §1); the same values cut out of the inputs compile.
+refuse the whole program (docs/evidence.md §1); the same values cut out of the inputs compile.
 
 Windows are ``slice_by_index`` (any begin/end sign, masks, strides, squeezes), ``slice_by_size``
 (``-1`` sizes) and every used output of a ``split`` along the concat axis. Each becomes the
@@ -55,11 +55,25 @@ class Cut:
 
 @dataclass(frozen=True)
 class Window:
-    """One output of a window op, as the pieces that compute it."""
+    """One output of a window op, as the pieces that compute it: it reads ``positions`` of the
+    concat's ``axis`` (``axis_size`` elements)."""
 
     output: Var
     cuts: tuple[Cut, ...]
     join_axis: int
+    axis: int
+    positions: range
+    axis_size: int
+
+
+def _span(positions: range) -> str:
+    step = "" if positions.step == 1 else f":{positions.step}"
+    stop = positions.stop if positions.stop >= 0 else ""
+    return f"[{positions.start}:{stop}{step}]"
+
+
+def _used(var: Var) -> bool:
+    return bool(var.child_ops or var.consuming_blocks)
 
 
 def _concat_sizes(op: Operation, concat: Operation, axis: int) -> list[int] | Refusal:
@@ -84,21 +98,22 @@ def _window(reader: Reader, concat: Operation, axis: int, sizes: list[int]) -> W
     if cuts == [Cut(value) for value in concat.values]:
         cuts = [Cut(concat.outputs[0])]  # the window reads the concat's output whole
     join_axis = axis - sum(reader.squeezes(other) for other in range(axis))
-    return Window(reader.output(), tuple(cuts), join_axis)
+    return Window(reader.output(), tuple(cuts), join_axis, axis, selected, sum(sizes))
 
 
-class WindowOfConcat(RewritePattern):
+class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
     """A window op whose ``x`` is a concat's output."""
 
     op_types = tuple(READERS)
+    rule = "slice-of-concat"
 
     def __init__(self) -> None:
         self._consts: dict[tuple, Var] = {}
 
     def match(self, op: Operation) -> tuple[Window, ...] | Refusal | None:
         concat = op.x.op
-        if concat is None or concat.op_type != "concat":
-            return None
+        if concat is None or concat.op_type != "concat" or not any(map(_used, op.outputs)):
+            return None  # not a window of a concat, or dead code: nothing to move
         if concat.interleave is not None and concat.interleave.val:
             return Refusal(op, f"concat '{concat.name}' interleaves its inputs")
         axis = concat.axis.val.item() % op.x.rank
@@ -108,14 +123,29 @@ class WindowOfConcat(RewritePattern):
         readers = READERS[op.op_type].read(op, axis)
         if isinstance(readers, Refusal):
             return readers
-        windows = tuple(_window(reader, concat, axis, sizes) for reader in readers)
+        windows = tuple(_window(reader, concat, axis, sizes) for reader in readers if _used(reader.output()))
         refused = [window for window in windows if isinstance(window, Refusal)]
         return refused[0] if refused else windows
 
+    def describe(self, op: Operation, match: tuple[Window, ...]) -> str:
+        concat = op.x.op
+        window = match[0]
+        if len(match) > 1:
+            reads = f"split '{op.name}' cuts axis {window.axis} of concat '{concat.name}' into {len(match)} windows"
+        elif window.positions == range(window.axis_size):
+            reads = f"{op.op_type} '{op.name}' reads all of axis {window.axis} of concat '{concat.name}' and cuts other axes"
+        else:
+            reads = (
+                f"{op.op_type} '{op.name}' reads {_span(window.positions)} of axis {window.axis} "
+                f"({window.axis_size} elements) of concat '{concat.name}'"
+            )
+        if all(w.cuts == (Cut(concat.outputs[0]),) for w in match):
+            return f"{reads}, the whole axis: it is replaced by the concat itself"
+        sources = sorted({c.source.name for w in match for c in w.cuts})
+        return f"{reads}: it is cut from the concat's inputs instead ({', '.join(repr(n) for n in sources)})"
+
     def rewrite(self, op: Operation, match: tuple[Window, ...], rewriter: Rewriter) -> None:
         for window in match:
-            if not (window.output.child_ops or window.output.consuming_blocks):
-                continue  # an unused output of a split
             name = window.output.name
             pieces = [self._piece(op, cut, f"{name}_piece{k}", rewriter) for k, cut in enumerate(window.cuts)]
             joined = pieces[0] if len(pieces) == 1 else rewriter.emit(

@@ -22,7 +22,7 @@ Result::
 3. A ``reshape`` whose target is computed from ``shape`` ops gets a const target of static sizes,
    at most one ``-1``, and, when one ``-1`` is not enough, ``0`` for each run-time dim it shares
    with x (same symbol; the most such dims in the same order). ``0`` copies the same index before
-   iOS17 and is matched from the right from iOS17 on (FIELD_NOTES §2); the two agree when target
+   iOS17 and is matched from the right from iOS17 on (docs/evidence.md §3); the two agree when target
    and x have the same length and the shared dims the same positions, so size-1 axes are added to
    get there (``expand_dims`` on x, ``squeeze`` after). A reshape with zeros never reads another
    reshape's output directly (one more size-1 axis): coremltools' ``merge_consecutive_reshapes``
@@ -32,7 +32,7 @@ Result::
    its run-time dims) is in debug logging.
 
 Types: coremltools 9.0 types ``reshape(x[B, S, 32, 1], [0, 0, 4, 8])`` as ``[0, 0, 4, 8]``, and
-``ct.convert`` saves that (FIELD_NOTES §2). Each reshape made here gets its true type (the
+``ct.convert`` saves that (docs/evidence.md §3). Each reshape made here gets its true type (the
 replaced reshape's, where that one is not wrong) from a type inference set on the op instance:
 coremltools' own, with the zeros resolved against x by the op's opset rule. It runs when the op
 is made and whenever a later pass infers types again (``reduce_transposes`` re-infers every op of
@@ -237,10 +237,11 @@ def declare_reshape_type(op: Operation, reshaped: type) -> None:
 
 # -- patterns ----------------------------------------------------------------------------------
 
-class FoldReshapeTarget(RewritePattern):
+class FoldReshapeTarget(RewritePattern[ReshapePlan]):
     """A reshape whose target is computed from shape ops → a reshape with a const target."""
 
     op_types = ("reshape",)
+    rule = "runtime-shape"
 
     def __init__(self, values: Values | None = None) -> None:
         self.values = values if values is not None else Values()
@@ -250,6 +251,10 @@ class FoldReshapeTarget(RewritePattern):
         if isinstance(plan, Refusal) and plan.reason in (ALREADY_CONST, NOT_FROM_SHAPE):
             return None
         return plan
+
+    def describe(self, op: Operation, plan: ReshapePlan) -> str:
+        expand = f" of x with size-1 axes {list(plan.expand_axes)} added" if plan.expand_axes else ""
+        return f"reshape '{op.name}' reads a target computed from shape ops: it gets the const target {list(plan.target)}{expand}"
 
     def rewrite(self, op: Operation, plan: ReshapePlan, rewriter: Rewriter) -> None:
         source, name = op.x, op.name
@@ -262,10 +267,11 @@ class FoldReshapeTarget(RewritePattern):
         rewriter.replace(op.outputs[0], result)
 
 
-class FoldShapeValue(RewritePattern):
+class FoldShapeValue(RewritePattern[list]):
     """A ``shape`` op or shape arithmetic whose value is known before run time → a const."""
 
     op_types = tuple(RULES)
+    rule = "runtime-shape"
 
     def __init__(self, values: Values | None = None) -> None:
         self.values = values if values is not None else Values()
@@ -288,6 +294,10 @@ class FoldShapeValue(RewritePattern):
         if value.is_known or not _reads_shape(op, values):
             return None  # not computed from shape ops
         return Refusal(op, f"value {_show(value.elements.flat)} is not known before run time")
+
+    def describe(self, op: Operation, folds: list) -> str:
+        values = ", ".join(f"'{var.name}' = {array.tolist()}" for var, array in folds)
+        return f"{op.op_type} '{op.name}' computes a shape value known before run time: it folds to {values}"
 
     def rewrite(self, op: Operation, folds: list, rewriter: Rewriter) -> None:
         for var, array in folds:

@@ -26,7 +26,7 @@ Result (the later definitions renamed; uses follow, they hold the var itself)::
 
 pymil links uses to definitions by object, so the program computes the same either way; the
 saved ``.mlpackage`` links them by name, and with duplicates the reloaded model reads the wrong
-definition without a word (FIELD_NOTES §2). ``common::dedup_op_and_var_names`` fixes this only in
+definition without a word (docs/evidence.md §3). ``common::dedup_op_and_var_names`` fixes this only in
 DEFAULT-based pipelines; this pass does it in any pipeline.
 
 Rules:
@@ -55,7 +55,7 @@ from typing import Iterable, NamedTuple
 from coremltools.converters.mil.mil import Function, Operation, Program, Var
 from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
 
-from ..rewriter import FreshNames, iter_blocks, iter_ops, program_names
+from ..ir import FreshNames, iter_blocks, iter_ops, program_names
 from . import register
 
 logger = logging.getLogger("mil_passes")
@@ -138,40 +138,48 @@ def _dedup(
     claimed: set[str],
     keep: set,
     taken: set[str],
-    followers: dict | None = None,
-) -> list[Rename]:
-    """Rename every item whose name is already claimed; ``keep`` items never change, and
-    ``followers[item]`` take ``item``'s new name. ``taken`` holds every name in use (both
-    namespaces) and grows with each new name."""
+) -> list[tuple[Var | Operation, Rename]]:
+    """The renames that give every item a name not yet claimed; ``keep`` items never change.
+    ``taken`` holds every name in use (both namespaces) and grows with each new name. Pure: the
+    items keep their names."""
     renames = []
     fresh = FreshNames(taken)
     for item in items:
         if item.name is None or item in keep:
             continue
-        if item.name in claimed:
-            new = fresh.suffixed(item.name)
-            renames.append(Rename(kind, item.name, new))
-            item.name = new
-            for follower in (followers or {}).get(item, ()):
-                follower.name = new
-        claimed.add(item.name)
+        name = item.name
+        if name in claimed:
+            name = fresh.suffixed(item.name)
+            renames.append((item, Rename(kind, item.name, name)))
+        claimed.add(name)
     return renames
 
 
-def rename_duplicates(prog: Program) -> list[Rename]:
-    """Give every var and every op of ``prog`` a name of its own; return what was renamed."""
+def plan_renames(prog: Program) -> list[tuple[Var | Operation, Rename]]:
+    """What :func:`rename_duplicates` would rename, in order, without renaming anything.
+
+    Raises ``ValueError`` when an input and a different output of a function share a name.
+    """
     interface = _interface_vars(prog)
     followers = _loop_input_followers(prog)
     variables, ops = _definitions(prog, {v for group in followers.values() for v in group})
     all_names = program_names(prog)
     interface_names = {v.name for v in interface}
-    renames = _dedup(
-        "var", variables, set(interface_names), set(interface), set(all_names), followers
-    )
-    renames += _dedup("op", ops, set(), set(), set(all_names))
-    for rename in renames:
+    planned = _dedup("var", variables, set(interface_names), set(interface), set(all_names))
+    planned += _dedup("op", ops, set(), set(), set(all_names))
+    return planned
+
+
+def rename_duplicates(prog: Program) -> list[Rename]:
+    """Give every var and every op of ``prog`` a name of its own; return what was renamed."""
+    followers = _loop_input_followers(prog)
+    planned = plan_renames(prog)
+    for item, rename in planned:
+        item.name = rename.new
+        for follower in followers.get(item, ()):
+            follower.name = rename.new
         logger.debug("rename_duplicate_temporaries: %s", rename)
-    return renames
+    return [rename for _, rename in planned]
 
 
 @register("rename_duplicate_temporaries")

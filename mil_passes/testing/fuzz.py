@@ -2,8 +2,9 @@
 
     python -m mil_passes.testing.fuzz [--pass NAME]... [--examples N] [--seed S] [--jobs J]
 
-Targets: each registered ``webnn::`` pass (``mil_passes.PASS_NAMES``) and ``pipeline``
-(``mil_passes.pipeline(PassPipeline.EMPTY)``: the package's passes alone, in order). Each
+Targets: each registered ``webnn::`` pass (``mil_passes.PASS_NAMES``), ``pipeline``
+(``mil_passes.pipeline(PassPipeline.EMPTY)``: the package's passes alone, in order), and ``lint``
+(lint names a pass exactly when that pass changes the program: ``lint_contract``). Each
 program from :func:`~mil_passes.testing.strategies.programs` goes through ``check_pass``
 (validate, interface unchanged, outputs bit-exact on every feed, idempotent). One line per
 target::
@@ -39,10 +40,12 @@ from hypothesis.strategies import SearchStrategy
 
 from ..pipeline import PASS_NAMES, pipeline
 from .equivalence import assert_equivalent, check_pass
+from .lint_contract import check_lint_contract
 from .recipe import program_text
 from .strategies import DrawnProgram, programs
 
 Target = str | PassPipeline
+LINT = "lint"  # the target that checks lint against the passes, not a pass
 
 
 @dataclass
@@ -75,6 +78,7 @@ def default_targets() -> dict[str, Target]:
     """Every registered pass of the package, then the package's pipeline on its own."""
     targets: dict[str, Target] = {name: name for name in PASS_NAMES}
     targets["pipeline"] = pipeline(PassPipeline.EMPTY)
+    targets[LINT] = LINT
     return targets
 
 
@@ -85,7 +89,7 @@ def select_targets(names: list[str] | None) -> dict[str, Target]:
         return known
     chosen: dict[str, Target] = {}
     for name in names:
-        full = name if name == "pipeline" or "::" in name else f"webnn::{name}"
+        full = name if name in ("pipeline", LINT) or "::" in name else f"webnn::{name}"
         if full not in known and not _registered(full):
             raise ValueError(f"unknown pass '{name}': choose from {', '.join(known)}")
         chosen[full] = known.get(full, full)
@@ -101,7 +105,10 @@ def _registered(name: str) -> bool:
 
 
 def check_drawn(drawn: DrawnProgram, target: Target) -> bool:
-    """``check_pass`` on the first feeds, equivalence on the others; True if rewritten."""
+    """``check_pass`` on the first feeds, equivalence on the others; True if rewritten. The
+    ``lint`` target checks lint's contract instead (True: some pass would rewrite)."""
+    if target == LINT:
+        return check_lint_contract(drawn)
     with contextlib.redirect_stderr(io.StringIO()):  # a pipeline draws a progress bar per run
         after = check_pass(drawn.build, target, inputs=drawn.feeds[0])
     before = drawn.reference()

@@ -147,7 +147,7 @@ def add_reshape(g: Grower, op_type: str, x: Ref) -> list[Ref]:
             target[g.draw(st.integers(0, len(target) - 1))] = -1
         if len(target) == len(shape):  # 0 copies the dim at the same index (every opset agrees)
             target = [0 if t == d and g.chance(3) else t for t, d in zip(target, shape)]
-    else:  # -1 takes every symbolic dim; zeros would leave a literal 0 in the type (FIELD_NOTES §2)
+    else:  # -1 takes every symbolic dim; zeros would leave a literal 0 in the type (docs/evidence.md §3)
         target = factor(g, static, g.draw(st.integers(1, 3))) if static > 1 or g.draw(st.booleans()) else []
         target.insert(g.draw(st.integers(0, len(target))), -1)
     return g.emit("reshape", {"x": x, "shape": g.ints(target)})

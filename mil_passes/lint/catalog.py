@@ -1,0 +1,91 @@
+"""Every lint rule: its id, severity, what it finds, what fixes it, and the evidence it rests on.
+
+Severity policy (see :data:`~mil_passes.lint.findings.SEVERITIES`): **error** when Core ML will
+refuse the model, or load it and silently run it on another compute unit or compute something
+else; **warning** when it is likely wrong or slow and the user can act; **info** for a tidy-up a
+pass does, or a note on why a pass left something. A valid program is never an error or warning
+only because a pass could simplify it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A lint rule as the docs show it."""
+
+    id: str
+    severity: str
+    finds: str
+    fix: str
+    evidence: str
+
+
+RULES: dict[str, Rule] = {
+    rule.id: rule
+    for rule in (
+        Rule(
+            "ane-refused-slice-of-concat", "error",
+            "a `slice_by_index` on a concat's last axis, offset not a multiple of 8, width a multiple of 8 "
+            "but not of 32, joined by `concat`/`stack`",
+            "webnn::concat_slice_to_slice_concat",
+            "reported on an M2 Pro (macOS 27.2, coremltools 9.0, iOS17): the Neural Engine compiler fails "
+            "(\"Graph traversal failure\", code 22) and Core ML runs all 1,674 ops on the CPU, ~15x slower "
+            "(docs/evidence.md)",
+        ),
+        Rule(
+            "slice-of-concat", "info",
+            "any other window cut from a concat's output on its axis",
+            "webnn::concat_slice_to_slice_concat",
+            "same graph shape as above, not known to be refused; NVIDIA NeMo's `CausalConv1D.update_cache` writes it",
+        ),
+        Rule(
+            "non-bool-condition", "info",
+            "a `cast` to bool (WebNN's uint8 booleans, numeric truth values)",
+            "webnn::canonicalize_uint8_select",
+            "valid MIL; WebNN converters wrap every comparison and logical op in casts (rustnn's Core ML backend)",
+        ),
+        Rule(
+            "bool-simplification", "info",
+            "`select` of constant ones and zeros, `select` of a `logical_not`, `logical_not` of a `logical_not`",
+            "webnn::canonicalize_uint8_select",
+            "valid MIL that a cast or swapped operands compute with fewer ops",
+        ),
+        Rule(
+            "runtime-shape", "info",
+            "shape arithmetic a pass folds to constants, or a `shape` op that stays and why (in the user's "
+            "names of flexible inputs)",
+            "webnn::fold_shape_ops",
+            "WebNN has no MIL lowering of `shape`; coremltools folds shape chains only in DEFAULT and with at most "
+            "one run-time dim",
+        ),
+        Rule(
+            "duplicate-name", "error",
+            "a name defined again where an earlier definition is visible",
+            "webnn::rename_duplicate_temporaries",
+            "a saved `.mlpackage` links uses to definitions by name: reloaded, it reads the wrong definition "
+            "without a word (coremltools' `dedup_op_and_var_names` runs only in DEFAULT)",
+        ),
+        Rule(
+            "interface-name-clash", "warning",
+            "a function input and a different output (or two outputs) with one name",
+            "",
+            "no renaming keeps the interface; the saved model cannot tell the two apart",
+        ),
+        Rule(
+            "declared-type-mismatch", "error",
+            "a type the protobuf declares that the op's inputs contradict",
+            "mil-passes optimize (writes the inferred types)",
+            "Core ML's compiler checks declared types: \"Param x has incorrect type for operator ios17.conv ... "
+            "got tensor<fp32, [1]>\" (pywebnn MobileNetV2); coremltools 9.0 itself writes `[0, 0, 4, 8]` for "
+            "`reshape(x[B, S, 32, 1], [0, 0, 4, 8])`",
+        ),
+    )
+}
+
+
+def severity_of(rule: str) -> str:
+    """The severity of ``rule`` (``KeyError`` for an unknown id)."""
+    return RULES[rule].severity

@@ -1,0 +1,35 @@
+"""A finding: one problem lint reports, with a stable rule id, a severity, and the pass that fixes it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+#: Most severe first. error: Core ML will refuse the model or silently run it elsewhere or wrong;
+#: warning: likely wrong or slow, and the user can act; info: a tidy-up a pass can do, or why a
+#: pass left something.
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: a stable ``rule`` id, its ``severity``, the op it is about, why, and ``fix``:
+    the pass that fixes it (``"webnn::…"``), or ``None`` when no pass does."""
+
+    rule: str
+    severity: str
+    op: str
+    message: str
+    fix: str | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        fix = f" (fix: {self.fix})" if self.fix else ""
+        return f"{self.severity}: [{self.rule}] {self.message}{fix}"
+
+
+def by_severity(findings: Iterable[Finding]) -> list[Finding]:
+    """Errors first, then warnings, then infos; stable within each."""
+    return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
