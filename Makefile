@@ -33,7 +33,7 @@ fuzz: $(VENV)/.installed-test
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --examples 10000 --jobs $(FUZZ_JOBS)
 
 bench: $(VENV)/.installed-bench
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python -m benchmarks.run
 
 clean:
 	rm -rf $(VENV) build *.egg-info

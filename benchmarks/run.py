@@ -1,7 +1,7 @@
 """Run every benchmark; write ``benchmarks.md`` and ``benchmarks.png`` under ``benchmarks/results/``.
 
-    .venv/bin/python benchmarks/run.py            # what `make bench` runs (< 10 minutes on 2 cores)
-    .venv/bin/python benchmarks/run.py --quick    # tiny programs, one repetition: a smoke run
+    .venv/bin/python -m benchmarks.run            # what `make bench` runs (< 10 minutes on 2 cores)
+    .venv/bin/python -m benchmarks.run --quick    # tiny programs, one repetition: a smoke run
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")  # coremltools' progress bars, once per conversion
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: make `benchmarks` importable as a package
-    sys.path.insert(0, str(ROOT))
 
 import coremltools as ct  # noqa: E402
 
-from benchmarks.plot import plot  # noqa: E402
-from benchmarks.programs import ProgramSpec, torch_workloads  # noqa: E402
-from benchmarks.report import checks, markdown  # noqa: E402
-from benchmarks.suites import run_all  # noqa: E402
+from .plot import plot  # noqa: E402
+from .programs import ProgramSpec, torch_workloads  # noqa: E402
+from .report import checks, markdown  # noqa: E402
+from .suites import run_all  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 PARTIAL = "benchmarks.partial.md"

@@ -14,14 +14,13 @@ import numpy as np
 import pytest
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import mil_passes
+from benchmarks import conversions, measure, report, run, suites
+from benchmarks.programs import ProgramSpec, nested_program, op_count
+from mil_passes.reference import evaluate
+from mil_passes.testing import op_counts
 
-import mil_passes  # noqa: E402
-from benchmarks import conversions, measure, report, run, suites  # noqa: E402
-from benchmarks.programs import ProgramSpec, nested_program, op_count  # noqa: E402
-from mil_passes.reference import evaluate  # noqa: E402
-from mil_passes.testing import op_counts  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SHORT = [report.short(name) for name in mil_passes.PASS_NAMES]
 CELL = re.compile(r"^(\d+\.\d+|< 0\.001)x \([\d,]+\.\d+ ms\)$|^skipped: projected ")

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import Program, types
-from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from coremltools.converters.mil.mil.scope import ScopeInfo, ScopeSource
 
 from mil_passes.passes.canonicalize_uint8_select import (
@@ -28,6 +27,7 @@ from mil_passes.ir import iter_ops
 from mil_passes.rewriter import Refusal
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
 from mil_passes.testing.strategies import OPSETS, programs
+from pass_helpers import only_op, run_registered
 
 PASS = "webnn::canonicalize_uint8_select"
 IOS17 = ct.target.iOS17
@@ -97,15 +97,7 @@ def assert_canonical(prog: Program) -> None:
 
 def run_pass(prog: Program):
     """Apply the pass directly; return its RewriteResult."""
-    graph_pass = PASS_REGISTRY[PASS]
-    graph_pass(prog)
-    prog.validate()
-    return graph_pass.last_result
-
-
-def only_op(prog: Program, op_type: str):
-    (op,) = [op for op in iter_ops(prog) if op.op_type == op_type]
-    return op
+    return run_registered(prog, PASS).last_result
 
 
 def refusal(pattern, op) -> str:

@@ -205,3 +205,11 @@ def test_dim_names_use_the_declared_range_and_hide_made_up_symbols():
     words = DimNames.of_program(prog, {("ids", 1): "1–64"})
     assert words(f"dims {symbol} and is9999") == "dims input 'ids' axis 1 (flexible, 1–64) and a size known only at run time"
 
+
+
+def test_the_readme_shows_the_rule_table_as_the_catalogue_has_it():
+    from pathlib import Path
+
+    from mil_passes.lint.catalog import rule_table
+
+    assert rule_table() in (Path(__file__).resolve().parent.parent / "README.md").read_text()

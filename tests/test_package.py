@@ -29,7 +29,8 @@ EXPECTED = (
 def test_every_pass_is_registered_in_pipeline_order():
     assert mil_passes.PASS_NAMES == EXPECTED
     for name in mil_passes.PASS_NAMES:
-        assert PASS_REGISTRY[name] is not None
+        instance = PASS_REGISTRY[name]  # a fresh instance of the class the package registered
+        assert type(instance).__module__ == f"mil_passes.passes.{name.split('::')[1]}"
 
 
 def test_importing_twice_is_safe():
@@ -91,6 +92,41 @@ def test_cli_version(capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.strip() == f"mil-passes {mil_passes.__version__}"
+
+
+def test_the_version_is_defined_once_and_installed_as_such():
+    from importlib.metadata import version
+
+    assert version("mil-passes") == mil_passes.__version__
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("mil_passes.mlpackage", "mil_passes.package.io"),
+        ("mil_passes.package_files", "mil_passes.package.files"),
+        ("mil_passes.package_run", "mil_passes.package.optimize"),
+        ("mil_passes.protobuf_check", "mil_passes.package.duplicate_names"),
+        ("mil_passes.declared_types", "mil_passes.package.declared_types"),
+        ("mil_passes.json_output", "mil_passes.cli.json_output"),
+        ("mil_passes.demo", "mil_passes.cli.demo"),
+    ],
+)
+def test_moved_modules_still_import_under_their_old_names(old, new):
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+
+
+def test_the_product_never_imports_the_test_kit():
+    code = (
+        "import sys, mil_passes, mil_passes.cli.main, mil_passes.package.optimize, mil_passes.cli.demo, "
+        "mil_passes.lint, mil_passes.optimize; "
+        "print(sorted(m for m in sys.modules if m.startswith('mil_passes.testing')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_cli_list_names_every_pass(capsys):

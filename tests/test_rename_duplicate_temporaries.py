@@ -20,6 +20,7 @@ from mil_passes.passes.rename_duplicate_temporaries import Rename, rename_duplic
 from mil_passes.reference import evaluate
 from mil_passes.ir import iter_blocks, iter_ops
 from mil_passes.testing import check_pass, interface, random_inputs
+from pass_helpers import run_registered
 
 PASS = "webnn::rename_duplicate_temporaries"
 DEDUP = "common::dedup_op_and_var_names"
@@ -71,9 +72,7 @@ def assert_unique(prog: Program) -> None:
 
 
 def run_pass(prog: Program) -> list[Rename]:
-    rename_pass = PASS_REGISTRY[PASS]
-    rename_pass(prog)
-    return rename_pass.renames
+    return run_registered(prog, PASS).renames
 
 
 def op_named(prog: Program, name: str):

@@ -89,3 +89,12 @@ RULES: dict[str, Rule] = {
 def severity_of(rule: str) -> str:
     """The severity of ``rule`` (``KeyError`` for an unknown id)."""
     return RULES[rule].severity
+
+
+def rule_table() -> str:
+    """The rules as the README's Markdown table (a test keeps the two the same)."""
+    rows = ["| rule | severity | finds | fixed by | evidence |", "|---|---|---|---|---|"]
+    for rule in RULES.values():
+        fix = f"`{rule.fix}`" if rule.fix.startswith("webnn::") else rule.fix or "—"
+        rows.append(f"| `{rule.id}` | {rule.severity} | {rule.finds} | {fix} | {rule.evidence} |")
+    return "\n".join(rows)

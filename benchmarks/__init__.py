@@ -1,0 +1,1 @@
+"""Benchmarks of mil-passes: `make bench` runs `python -m benchmarks.run`."""

@@ -1,0 +1,23 @@
+"""Helpers the pass tests share."""
+
+from __future__ import annotations
+
+from coremltools.converters.mil.mil import Program
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
+from mil_passes.ir import iter_ops
+
+
+def run_registered(prog: Program, pass_name: str):
+    """Run the registered pass ``pass_name`` on ``prog``, check it validates, return the pass
+    instance (``last_result``, ``renames``: what it did)."""
+    instance = PASS_REGISTRY[pass_name]
+    instance(prog)
+    prog.validate()
+    return instance
+
+
+def only_op(prog: Program, op_type: str):
+    """The one op of ``op_type`` in ``prog`` (fails if there are none or several)."""
+    (op,) = [op for op in iter_ops(prog) if op.op_type == op_type]
+    return op
