@@ -14,8 +14,6 @@ the same weight bytes. The package is written next to ``path`` and renamed at th
 
 from __future__ import annotations
 
-import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +34,7 @@ from .declared_types import (
 )
 from ..lint import DimNames, Finding, by_severity, lint
 from ..lint.dims import ranges_of_description
+from .atomic import replacing
 from .files import MANIFEST, ModelFiles, PackageError, check_weights, locate, read_spec
 from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
 from ..ir import iter_blocks
@@ -246,21 +245,8 @@ def _reconcile_output_types(prog: Program, description) -> None:
 
 def _write_atomically(model, weights: str, path: Path) -> None:
     """Write next to ``path`` and rename at the end: no partial package on failure."""
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
-    try:
-        written = staging / path.name
+    with replacing(path) as written:
         ct.models.MLModel(model, weights_dir=weights, skip_model_load=True).save(str(written))
-        move_into_place(written, path, staging)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def move_into_place(written: Path, path: Path, staging: Path) -> None:
-    """Rename ``written`` to ``path``; a package already at ``path`` is moved into ``staging``
-    first (the caller removes ``staging``). Both must be on one file system."""
-    if path.exists():
-        os.replace(path, staging / f"replaced-{path.name}")
-    os.replace(written, path)
 
 
 def save_program(prog: Program, path: str | Path, *, target=ct.target.iOS17) -> Path:
@@ -279,12 +265,6 @@ def save_program(prog: Program, path: str | Path, *, target=ct.target.iOS17) -> 
         minimum_deployment_target=target,
         skip_model_load=True,
     )
-    staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=path.parent))
-    try:
-        model.save(str(staging / path.name))
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(staging / path.name, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with replacing(path) as written:
+        model.save(str(written))
     return path

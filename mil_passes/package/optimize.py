@@ -7,15 +7,14 @@ read back (so the findings after are those of the file on disk), then renamed in
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
 from ..lint import by_severity
-from .io import PackageError, check_output_path, move_into_place, read, save
+from .atomic import replacing
+from .io import PackageError, check_output_path, read, save
 from ..optimize import OptimizeReport, resolve_pass_names, run_passes
 
 
@@ -67,15 +66,11 @@ def optimize_package(
     step("read")
     package = read(source)
     report = run_passes(package.program, names, on_pass=step)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=output.parent))
-    try:
+    with replacing(output) as staged:
         step("write")
-        staged = save(package.program, staging / output.name, like=package)
+        save(package.program, staged, like=package)
         step("check")
         findings_after = read(staged).lint()
-        move_into_place(staged, output, staging)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     report.findings_before = by_severity(package.findings + report.findings_before)
     report.findings_after = findings_after
     return PackageRun(source, output, report, time.perf_counter() - start)
