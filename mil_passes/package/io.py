@@ -2,8 +2,9 @@
 
 ``read(path)`` checks the files (``files``: paths stay inside the package, weight
 references fit their files), reads the protobuf, makes its names unambiguous
-(``duplicate_names``), builds the Program with coremltools' milproto loader, and compares the
-declared types with the inferred ones (``declared_types``). ``load(path)`` is its Program.
+(``duplicate_names``), lowers quantize/dequantize ops whose scale or zero point is computed at
+run time to ops Core ML accepts (``runtime_quantization``), builds the Program with coremltools'
+milproto loader, and compares the declared types with the inferred ones (``declared_types``). ``load(path)`` is its Program.
 
 ``save(prog, path, like=source)`` writes ``prog`` with the source's model description (input
 and output names, types, shape ranges, enumerated shapes, metadata, author/license/version
@@ -37,6 +38,7 @@ from .declared_types import (
 from ..lint import Finding, by_severity, lint
 from .files import MANIFEST, ModelFiles, PackageError, check_weights, locate, read_spec
 from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
+from .runtime_quantization import UnloweredQuantization, lower_runtime_quantization
 from ..ir import iter_blocks
 
 __all__ = ["Package", "PackageError", "read", "load", "save", "save_program", "check_output_path"]
@@ -46,8 +48,9 @@ ARRAY_DTYPES = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int32": "INT32", "fp64": 
 
 @dataclass
 class Package:
-    """A model read from disk: its protobuf (names made unique), its Program, and what the
-    protobuf check found (``duplicate-name``, ``declared-type-mismatch``)."""
+    """A model read from disk: its protobuf (names made unique, run-time quantization parameters
+    lowered), its Program, and what the protobuf check found (``duplicate-name``,
+    ``dynamic-quantization-param``, ``declared-type-mismatch``)."""
 
     path: Path
     spec: "proto.Model_pb2.Model"
@@ -67,7 +70,8 @@ def read(path: str | Path) -> Package:
     check_weights(spec, files)
     try:
         findings = fix_duplicate_names(spec)
-    except (InterfaceClash, UndefinedName) as error:
+        findings += lower_runtime_quantization(spec)
+    except (InterfaceClash, UndefinedName, UnloweredQuantization) as error:
         raise PackageError(f"{files.path}: {error}") from None
     program = _build(spec, files)
     try:
