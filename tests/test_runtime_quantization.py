@@ -2,6 +2,10 @@
 (``dynamic-quantization-param``), lowered before coremltools' loader, bit for bit the op spec's
 formula in the input's float dtype; the Builder helpers emit the same ops."""
 
+import json
+import re
+from collections import Counter
+
 import numpy as np
 import pytest
 from coremltools.converters.mil import Builder as mb
@@ -11,10 +15,11 @@ from hypothesis import assume, given, strategies as st
 
 import coremltools as ct
 
-from mil_passes.ir import iter_ops
+from mil_passes.cli import main
+from mil_passes.ir import iter_ops, op_counts
 from mil_passes.package import io as mlpackage
 from mil_passes.package.files import PackageError
-from mil_passes.package.optimize import optimize_package
+from mil_passes.package.optimize import as_read, optimize_package
 from mil_passes.package.runtime_quantization import RULE, lower_runtime_quantization
 from mil_passes.quantization import FLOAT_DTYPES, RANGES, dequantize, quantize
 from mil_passes.reference import evaluate
@@ -142,6 +147,14 @@ def test_optimize_writes_a_package_coremltools_builds_that_lints_clean(tmp_path)
     for seed in range(5):
         feeds = webnn_feeds(seed)
         assert same_bits(evaluate(written.program, feeds)["out"], webnn_expected(feeds))
+
+
+def test_op_counts_before_are_those_of_the_file(tmp_path):
+    path, _ = webnn_package(tmp_path / "w.mlpackage")
+    package = mlpackage.read(path)
+    assert +package.op_changes == Counter(quantize=1, dequantize=1)
+    assert as_read(op_counts(package.program), package.op_changes) == Counter(cast=1, mul=1, quantize=1, dequantize=1)
+    assert as_read(Counter(add=2), Counter()) == Counter(add=2)
 
 
 def test_an_op_whose_parameters_are_const_is_left_alone(tmp_path):
@@ -334,3 +347,40 @@ def test_builder_helpers_refuse_wrong_dtypes():
         with pytest.raises(ValueError, match="output_dtype must be one of int8, uint8, got 'int16'"):
             quantize(mb.cast(x=x, dtype="fp32"), 1.0, output_dtype="int16")
         return x
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+def run(capsys, *argv):
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_cli_lint_names_the_ops_and_exits_1(tmp_path, capsys):
+    path, _ = webnn_package(tmp_path / "w.mlpackage")
+    status, out, err = run(capsys, "lint", path)
+    assert (status, err) == (1, "")
+    lines = out.strip().splitlines()
+    assert lines[0].startswith(f"error: [{RULE}] quantize 'q' reads zero_point from 'zp', which is computed at run time")
+    assert lines[1].startswith(f"error: [{RULE}] dequantize 'out' reads scale from 's_half' and zero_point from 'zp'")
+    assert lines[-1] == f"{path}: 2 errors, 0 warnings, 0 infos"
+    status, out, _ = run(capsys, "lint", path, "--json")
+    assert status == 1 and [f["op"] for f in json.loads(out)["findings"]] == ["q", "out"]
+
+
+def test_cli_optimize_writes_the_lowered_package_and_it_lints_clean(tmp_path, capsys):
+    path, _ = webnn_package(tmp_path / "w.mlpackage")
+    source_bytes = (path / "Data/com.apple.CoreML/model.mlmodel").read_bytes()
+    fixed = tmp_path / "fixed.mlpackage"
+    status, out, err = run(capsys, "optimize", path, "-o", fixed)
+    assert (status, err) == (0, "")
+    assert re.search(rf"finding {RULE} +2 +0", out) and "findings left: none" in out
+    assert re.search(r"\nquantize +1 +0 \*\n", out) and re.search(r"\nreal_div +0 +1 \*\n", out)
+    assert (path / "Data/com.apple.CoreML/model.mlmodel").read_bytes() == source_bytes
+    assert run(capsys, "lint", fixed)[:2] == (0, f"{fixed}: no findings\n")
+    program = mlpackage.load(fixed)
+    for seed in range(3):
+        feeds = webnn_feeds(seed)
+        assert same_bits(evaluate(program, feeds)["out"], webnn_expected(feeds))

@@ -8,8 +8,9 @@
 | ``runtime-shape`` | info | a ``shape`` op that survives, with the reason (§1, §2 Shapes) |
 | ``duplicate-name`` | error | ``protobuf_check``: a reloaded package reads the wrong definition (§2) |
 | ``declared-type-mismatch`` | error | ``declared_types``: Core ML rejected the pywebnn MobileNetV2 (§1) |
+| ``dynamic-quantization-param`` | error | ``runtime_quantization``: the iOS17 op spec requires const scale/zero_point |
 
-The last two come from reading a model's protobuf (``mlpackage.read``), not from a Program.
+The last three come from reading a model's protobuf (``mlpackage.read``), not from a Program.
 """
 
 from __future__ import annotations

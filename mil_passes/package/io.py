@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,13 +51,15 @@ ARRAY_DTYPES = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int32": "INT32", "fp64": 
 class Package:
     """A model read from disk: its protobuf (names made unique, run-time quantization parameters
     lowered), its Program, and what the protobuf check found (``duplicate-name``,
-    ``dynamic-quantization-param``, ``declared-type-mismatch``)."""
+    ``dynamic-quantization-param``, ``declared-type-mismatch``); ``op_changes`` counts the op
+    types those repairs removed (+) and added (-), so op counts can be given as the file has them."""
 
     path: Path
     spec: "proto.Model_pb2.Model"
     program: Program
     findings: list[Finding] = field(default_factory=list)
     files: ModelFiles | None = None
+    op_changes: Counter = field(default_factory=Counter)
 
     def lint(self) -> list[Finding]:
         """The protobuf check's findings and :func:`~mil_passes.lint.lint`'s, errors first."""
@@ -68,9 +71,10 @@ def read(path: str | Path) -> Package:
     files = locate(path)
     spec = read_spec(files)
     check_weights(spec, files)
+    op_changes: Counter = Counter()
     try:
         findings = fix_duplicate_names(spec)
-        findings += lower_runtime_quantization(spec)
+        findings += lower_runtime_quantization(spec, op_changes)
     except (InterfaceClash, UndefinedName, UnloweredQuantization) as error:
         raise PackageError(f"{files.path}: {error}") from None
     program = _build(spec, files)
@@ -79,7 +83,7 @@ def read(path: str | Path) -> Package:
     except Exception as error:  # noqa: BLE001 - pymil re-inference can raise anything
         raise PackageError(f"{files.path}: cannot infer the types of the program: {_one_line(error)}") from None
     findings += declared_type_findings(spec, program, repaired)
-    return Package(files.path, spec, program, findings, files)
+    return Package(files.path, spec, program, findings, files, op_changes)
 
 
 def load(path: str | Path) -> Program:

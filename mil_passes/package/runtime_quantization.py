@@ -16,6 +16,7 @@ the model's interface stay as they were. A parameter is const when an immediate 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -280,7 +281,7 @@ def _finding(op_reader: _OpReader, runtime: list[tuple[str, str]], new_ops: list
     )
 
 
-def _lower_block(block, scope: _Scope, fresh: FreshNames, findings: list[Finding]) -> None:
+def _lower_block(block, scope: _Scope, fresh: FreshNames, findings: list[Finding], changes: Counter) -> None:
     operations = list(block.operations)
     rewritten, changed = [], False
     for op in operations:
@@ -288,13 +289,15 @@ def _lower_block(block, scope: _Scope, fresh: FreshNames, findings: list[Finding
             inner = _Scope(scope)
             for value in nested.inputs:
                 inner.types[value.name] = value.type
-            _lower_block(nested, inner, fresh, findings)
+            _lower_block(nested, inner, fresh, findings, changes)
         kind = QUANTIZATION_OPS.get(op.type)
         op_reader = _OpReader(op, scope) if kind is not None else None
         runtime = op_reader.runtime_params() if op_reader is not None else []
         if runtime:
             new_ops = _lower(op, op_reader, kind, fresh)
             findings.append(_finding(op_reader, runtime, new_ops))
+            changes[op.type] += 1
+            changes.subtract(new.type for new in new_ops if new.type != "const")
             rewritten.extend(new_ops)
             changed = True
         else:
@@ -326,20 +329,22 @@ def _taken_names(spec) -> set[str]:
     return names
 
 
-def lower_runtime_quantization(spec) -> list[Finding]:
+def lower_runtime_quantization(spec, changes: Counter | None = None) -> list[Finding]:
     """Replace, in place, every quantize/dequantize of ``spec``'s ML Program whose scale or
     zero point is not a const by ops that take run-time operands; one finding per op.
+    ``changes``, if given, counts each op type removed (+1) and added (-1), consts aside.
 
     Raises :class:`UnloweredQuantization` (one line naming the op) for one that cannot be
     lowered: an output_dtype that is not int8/uint8, a float operand that is not fp16/fp32, a
     parameter without a tensor type.
     """
     findings: list[Finding] = []
+    changes = Counter() if changes is None else changes
     fresh = FreshNames(_taken_names(spec))
     for function in spec.mlProgram.functions.values():
         scope = _Scope()
         for value in function.inputs:
             scope.types[value.name] = value.type
         for block in function.block_specializations.values():
-            _lower_block(block, _Scope(scope), fresh, findings)
+            _lower_block(block, _Scope(scope), fresh, findings, changes)
     return findings
