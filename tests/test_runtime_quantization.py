@@ -384,3 +384,85 @@ def test_cli_optimize_writes_the_lowered_package_and_it_lints_clean(tmp_path, ca
     for seed in range(3):
         feeds = webnn_feeds(seed)
         assert same_bits(evaluate(program, feeds)["out"], webnn_expected(feeds))
+
+
+# -- constexpr ops ----------------------------------------------------------------------------------
+
+
+def constexpr_model(op_type: str, opset: str, version: int):
+    """``op_type`` over const int8 data [2, 3] with a run-time scale per column (axis 1)."""
+    data = np.array([[-128, 0, 5], [127, -3, 9]], np.int8)
+    inputs = {"quantized_data": "data", "scale": "scale", "zero_point": "zp", "axis": "axis"}
+    if op_type == "constexpr_blockwise_shift_scale":
+        inputs = {"data": "data", "scale": "scale_rows"}
+    ops = [
+        hand.const("data", data), hand.const("zp", np.array([1, -2, 3], np.int8)), hand.const("axis", np.int32(1)),
+        hand.const("row_shape", np.array([1, 3], np.int32)),
+        hand.operation("reshape", [("scale_rows", F32(1, 3))], {"x": "scale", "shape": "row_shape"}),
+        hand.operation(op_type, [("out", F32(2, 3))], inputs),
+    ]
+    return hand.ml_program([("scale", F32(3))], ops, ["out"], opset=opset, specification_version=version), data
+
+
+def test_constexpr_affine_dequantize_with_a_run_time_scale_is_lowered(tmp_path):
+    model, data = constexpr_model("constexpr_affine_dequantize", "CoreML7", 8)
+    with pytest.raises(ValueError, match="scale must be const at compile time"):
+        coremltools_load(model_spec=model, specification_version=8, file_weights_dir="")
+    package = mlpackage.read(hand.write_package(model, tmp_path / "c.mlpackage"))
+    (finding,) = package.findings
+    assert finding.message.startswith(
+        "constexpr_affine_dequantize 'out' reads scale from 'scale', which is computed at run time: "
+        "a constexpr op requires const scale and Core ML refuses")
+    scale = np.array([0.5, 3.0, 0.1], np.float32)
+    expected = dequantize_formula(data, scale, np.array([1, -2, 3], np.int8), 1)
+    assert same_bits(evaluate(package.program, {"scale": scale})["out"], expected)
+
+
+@pytest.mark.parametrize("op_type, opset, version, message", [
+    ("constexpr_affine_dequantize", "CoreML6", 7,
+     r"reads scale from 'scale', .*; lowering it casts int8, .* this function's opset is CoreML6$"),
+    ("constexpr_blockwise_shift_scale", "CoreML8", 9,
+     r"reads scale from 'scale_rows', .*; mil-passes does not lower constexpr_blockwise_shift_scale$"),
+])
+def test_what_cannot_be_lowered_is_one_line(tmp_path, op_type, opset, version, message):
+    model, _ = constexpr_model(op_type, opset, version)
+    path = hand.write_package(model, tmp_path / "c.mlpackage")
+    with pytest.raises(PackageError, match=f"^{re.escape(str(path))}: {op_type} 'out' {message}"):
+        mlpackage.read(path)
+
+
+def test_an_op_in_a_nested_block_is_lowered_there(tmp_path):
+    """cond(p, quantize(x, 0.5, zp), quantize(x, 0.25, zp)) with zp computed outside the branches."""
+    i32 = hand.tensor_type("int32", (4,))
+
+    def branch(name: str, scale: float):
+        block = hand.MIL.Block()
+        block.operations.extend([
+            hand.const(f"{name}_scale", np.float32(scale)),
+            hand.operation("quantize", [(f"{name}_q", hand.tensor_type("int8", (4,)))], {
+                "input": "x", "scale": f"{name}_scale", "zero_point": "zp", "output_dtype": "int8_name"}),
+            hand.operation("cast", [(f"{name}_out", i32)], {"x": f"{name}_q", "dtype": "int32_name"}),
+        ])
+        block.outputs.append(f"{name}_out")
+        return block
+
+    cond = hand.operation("cond", [("out", i32)], {"pred": "p"})
+    cond.blocks.extend([branch("then", 0.5), branch("else", 0.25)])
+    ops = [
+        hand.const("int8_name", np.array("int8")), hand.const("int32_name", np.array("int32")),
+        hand.const("bool_name", np.array("bool")),
+        hand.operation("cast", [("zp", hand.tensor_type("int8", (1,)))], {"x": "z", "dtype": "int8_name"}),
+        hand.operation("squeeze", [("z_scalar", hand.tensor_type("int32", ()))], {"x": "z"}),
+        hand.operation("cast", [("p", hand.tensor_type("bool", ()))], {"x": "z_scalar", "dtype": "bool_name"}),
+        cond,
+    ]
+    model = hand.ml_program([("x", F32(4)), ("z", hand.tensor_type("int32", (1,)))], ops, ["out"])
+    package = mlpackage.read(hand.write_package(model, tmp_path / "n.mlpackage"))
+    assert [f.op for f in package.findings] == ["then_q", "else_q"]
+    branches = package.program.functions["main"].find_ops(op_type="cond")[0].blocks
+    assert all("real_div" in [op.op_type for op in block.operations] for block in branches)
+    x = np.array([0.125, 0.375, -7.0, 100.0], np.float32)
+    for z, scale in ((3, 0.5), (0, 0.25)):
+        out = evaluate(package.program, {"x": x, "z": np.array([z], np.int32)})["out"]
+        expected = quantize_formula(x, np.float32(scale), np.array([z], np.int8), None, "int8")
+        assert out.tolist() == expected.astype(np.int32).tolist()

@@ -1,5 +1,6 @@
 """``quantize``/``dequantize`` whose scale or zero point is computed at run time, found and lowered
-in the protobuf, before coremltools' loader sees them.
+in the protobuf, before coremltools' loader sees them (and the ``constexpr_*`` dequantizations
+given a run-time operand).
 
 WebNN's ``quantizeLinear``/``dequantizeLinear`` take ``scale`` and ``zeroPoint`` as operands; the
 iOS17 MIL ops take them as const inputs only ("zero_point: const tensor<DstT, [0..1]>" in the op
@@ -12,6 +13,10 @@ and replaces it, in place, by the op spec's formula written with ops that take r
 the model's interface stay as they were. A parameter is const when an immediate value, a
 ``const`` or ``constexpr_*`` op, or an op reading only consts defines it (what coremltools'
 ``is_descendant_of_const`` accepts); an op whose parameters are all const is left alone.
+
+``constexpr_affine_dequantize`` (all of whose inputs must be const) is lowered as ``dequantize``;
+``constexpr_blockwise_shift_scale`` is refused with one line (its per-block parameters are not
+lowered), as is a lowering in a function older than iOS17 (MIL's cast takes int8 from iOS17 on).
 """
 
 from __future__ import annotations
@@ -28,20 +33,25 @@ from ..quantization import FLOAT_DTYPES, RANGES, dequantize_steps, quantize_step
 from .milproto import DTYPE_NAMES, MIL, const, operation, tensor_type
 
 RULE = "dynamic-quantization-param"
-PARAMS = ("scale", "zero_point")
+LOWERING_OPSET = 7  # the lowering casts int8/uint8, which MIL's cast takes from iOS17 (CoreML7) on
 
 
 class UnloweredQuantization(ValueError):
-    """A quantize/dequantize with a run-time parameter that cannot be lowered (one line, naming it)."""
+    """A quantization op with a run-time parameter that cannot be lowered (one line, naming it)."""
 
 
 @dataclass(frozen=True)
 class QuantizationOp:
-    """Where an op type keeps its quantized/float operand, and how its dtypes are read."""
+    """An op type's operands: the quantized or float ``input``, the operand whose dtype is the
+    float dtype of the computation, the ``params`` the op spec wants const, where the zero point
+    is, what the spec says, and how to lower it (None: not lowered)."""
 
     input: str
-    float_operand: str  # the operand whose dtype is the float dtype of the computation
-    lower: Callable  # (emit, x, scale, zero_point, axis, rank, float_dtype, op) -> result
+    float_operand: str
+    params: tuple[str, ...]
+    requirement: str
+    lower: Callable | None  # (emit, x, scale, zero_point, axis, rank, float_dtype, op_reader) -> result
+    zero_point: str = "zero_point"
 
 
 def _quantize(emit, x, scale, zero_point, axis, rank, float_dtype, op_reader) -> str:
@@ -57,9 +67,17 @@ def _dequantize(emit, x, scale, zero_point, axis, rank, float_dtype, op_reader) 
     return dequantize_steps(emit, x, scale, zero_point, axis=axis, rank=rank, float_dtype=float_dtype)
 
 
+IOS17_SPEC = "the iOS17 op spec requires const"
+CONSTEXPR_SPEC = "a constexpr op requires const"
 QUANTIZATION_OPS = {
-    "quantize": QuantizationOp("input", "input", _quantize),
-    "dequantize": QuantizationOp("input", "scale", _dequantize),
+    "quantize": QuantizationOp("input", "input", ("scale", "zero_point"), IOS17_SPEC, _quantize),
+    "dequantize": QuantizationOp("input", "scale", ("scale", "zero_point"), IOS17_SPEC, _dequantize),
+    "constexpr_affine_dequantize": QuantizationOp(
+        "quantized_data", "scale", ("quantized_data", "scale", "zero_point"), CONSTEXPR_SPEC, _dequantize,
+    ),
+    "constexpr_blockwise_shift_scale": QuantizationOp(
+        "data", "scale", ("data", "scale", "offset"), CONSTEXPR_SPEC, None, zero_point="offset",
+    ),
 }
 
 
@@ -121,8 +139,8 @@ class _Scope:
 class _OpReader:
     """One quantization op's operands: run-time ones, constants, dtypes and ranks."""
 
-    def __init__(self, op, scope: _Scope) -> None:
-        self.op, self.scope = op, scope
+    def __init__(self, op, kind: QuantizationOp, scope: _Scope) -> None:
+        self.op, self.kind, self.scope = op, kind, scope
         self.label = f"{op.type} '{_op_name(op)}'"
 
     def binding(self, param: str):
@@ -131,9 +149,9 @@ class _OpReader:
         return self.op.inputs[param].arguments[0]
 
     def runtime_params(self) -> list[tuple[str, str]]:
-        """(param, var name) of each of scale and zero_point that is not a const."""
+        """(param, var name) of each parameter the op spec wants const that is not."""
         found = []
-        for param in PARAMS:
+        for param in self.kind.params:
             binding = self.binding(param)
             if binding is not None and not self.scope.is_const(binding):
                 found.append((param, binding.name))
@@ -253,12 +271,13 @@ class _ProtoEmitter:
         return len(self.types[value].tensorType.dimensions)
 
 
-def _lower(op, op_reader: _OpReader, kind: QuantizationOp, fresh: FreshNames) -> list:
+def _lower(op, op_reader: _OpReader, fresh: FreshNames) -> list:
+    kind = op_reader.kind
     float_dtype = op_reader.dtype(kind.float_operand)
     if float_dtype not in FLOAT_DTYPES:
         raise UnloweredQuantization(f"{op_reader.label}: {kind.float_operand} is {float_dtype}, not fp16 or fp32")
     emit = _ProtoEmitter(_op_name(op), op.outputs[0].name, fresh)
-    x, scale, zero_point = (emit.operand(op_reader, p) for p in (kind.input, "scale", "zero_point"))
+    x, scale, zero_point = (emit.operand(op_reader, p) for p in (kind.input, "scale", kind.zero_point))
     result = kind.lower(emit, x, scale, zero_point, op_reader.axis(), op_reader.rank(kind.input), float_dtype, op_reader)
     last = emit.ops[-1]
     assert result == op.outputs[0].name == last.outputs[0].name
@@ -268,47 +287,71 @@ def _lower(op, op_reader: _OpReader, kind: QuantizationOp, fresh: FreshNames) ->
     return emit.ops
 
 
-def _finding(op_reader: _OpReader, runtime: list[tuple[str, str]], new_ops: list) -> Finding:
+def _and(words: list[str]) -> str:
+    return f"{', '.join(words[:-1])} and {words[-1]}" if len(words) > 1 else words[0]
+
+
+def _problem(op_reader: _OpReader, runtime: list[tuple[str, str]]) -> str:
     reads = " and ".join(f"{param} from '{name}'" for param, name in runtime)
     which = "which is" if len(runtime) == 1 else "which are"
-    steps = list(dict.fromkeys(o.type for o in new_ops if o.type != "const"))
-    steps = f"{', '.join(steps[:-1])} and {steps[-1]}" if len(steps) > 1 else steps[0]
-    return Finding(
-        RULE, "error", _op_name(op_reader.op),
-        f"{op_reader.label} reads {reads}, {which} computed at run time: the iOS17 op spec requires "
-        f"const {' and '.join(p for p, _ in runtime)} and Core ML refuses the model when it compiles it "
-        f"(fix: mil-passes optimize lowers it to {steps}, which take run-time operands)",
+    return (
+        f"{op_reader.label} reads {reads}, {which} computed at run time: {op_reader.kind.requirement} "
+        f"{_and([p for p, _ in runtime])} and Core ML refuses the model when it compiles it"
     )
 
 
-def _lower_block(block, scope: _Scope, fresh: FreshNames, findings: list[Finding], changes: Counter) -> None:
-    operations = list(block.operations)
-    rewritten, changed = [], False
-    for op in operations:
-        for nested in op.blocks:
-            inner = _Scope(scope)
-            for value in nested.inputs:
-                inner.types[value.name] = value.type
-            _lower_block(nested, inner, fresh, findings, changes)
-        kind = QUANTIZATION_OPS.get(op.type)
-        op_reader = _OpReader(op, scope) if kind is not None else None
-        runtime = op_reader.runtime_params() if op_reader is not None else []
-        if runtime:
-            new_ops = _lower(op, op_reader, kind, fresh)
-            findings.append(_finding(op_reader, runtime, new_ops))
-            changes[op.type] += 1
-            changes.subtract(new.type for new in new_ops if new.type != "const")
+def _finding(op_reader: _OpReader, runtime: list[tuple[str, str]], new_ops: list) -> Finding:
+    steps = _and(list(dict.fromkeys(o.type for o in new_ops if o.type != "const")))
+    return Finding(
+        RULE, "error", _op_name(op_reader.op),
+        f"{_problem(op_reader, runtime)} (fix: mil-passes optimize lowers it to {steps}, which take run-time operands)",
+    )
+
+
+@dataclass
+class _Lowering:
+    """One walk over a program: fresh names, the findings, the op types removed and added."""
+
+    fresh: FreshNames
+    findings: list[Finding]
+    changes: Counter
+    opset: int = LOWERING_OPSET
+
+    def block(self, block, scope: _Scope) -> None:
+        rewritten, changed = [], False
+        for op in list(block.operations):
+            for nested in op.blocks:
+                inner = _Scope(scope)
+                for value in nested.inputs:
+                    inner.types[value.name] = value.type
+                self.block(nested, inner)
+            kind = QUANTIZATION_OPS.get(op.type)
+            op_reader = _OpReader(op, kind, scope) if kind is not None else None
+            runtime = op_reader.runtime_params() if op_reader is not None else []
+            new_ops = self.lower(op, op_reader, runtime) if runtime else [op]
             rewritten.extend(new_ops)
-            changed = True
-        else:
-            rewritten.append(op)
-        scope.define(op)
-    if changed:
-        copies = [MIL.Operation() for _ in rewritten]
-        for copy, op in zip(copies, rewritten):
-            copy.CopyFrom(op)
-        del block.operations[:]
-        block.operations.extend(copies)
+            changed = changed or bool(runtime)
+            scope.define(op)
+        if changed:
+            copies = [MIL.Operation() for _ in rewritten]
+            for copy, op in zip(copies, rewritten):
+                copy.CopyFrom(op)
+            del block.operations[:]
+            block.operations.extend(copies)
+
+    def lower(self, op, op_reader: _OpReader, runtime: list[tuple[str, str]]) -> list:
+        if op_reader.kind.lower is None:
+            raise UnloweredQuantization(f"{_problem(op_reader, runtime)}; mil-passes does not lower {op.type}")
+        if self.opset < LOWERING_OPSET:
+            raise UnloweredQuantization(
+                f"{_problem(op_reader, runtime)}; lowering it casts int8, which MIL's cast takes from iOS17 "
+                f"(opset CoreML{LOWERING_OPSET}) on, and this function's opset is CoreML{self.opset}"
+            )
+        new_ops = _lower(op, op_reader, self.fresh)
+        self.findings.append(_finding(op_reader, runtime, new_ops))
+        self.changes[op.type] += 1
+        self.changes.subtract(new.type for new in new_ops if new.type != "const")
+        return new_ops
 
 
 def _taken_names(spec) -> set[str]:
@@ -336,15 +379,21 @@ def lower_runtime_quantization(spec, changes: Counter | None = None) -> list[Fin
 
     Raises :class:`UnloweredQuantization` (one line naming the op) for one that cannot be
     lowered: an output_dtype that is not int8/uint8, a float operand that is not fp16/fp32, a
-    parameter without a tensor type.
+    parameter without a tensor type, a ``constexpr_blockwise_shift_scale``, an op in a function
+    older than iOS17.
     """
-    findings: list[Finding] = []
-    changes = Counter() if changes is None else changes
-    fresh = FreshNames(_taken_names(spec))
+    lowering = _Lowering(FreshNames(_taken_names(spec)), [], Counter() if changes is None else changes)
     for function in spec.mlProgram.functions.values():
         scope = _Scope()
         for value in function.inputs:
             scope.types[value.name] = value.type
-        for block in function.block_specializations.values():
-            _lower_block(block, _Scope(scope), fresh, findings, changes)
-    return findings
+        for opset, block in function.block_specializations.items():
+            lowering.opset = _opset_number(opset)
+            lowering.block(block, _Scope(scope))
+    return lowering.findings
+
+
+def _opset_number(opset: str) -> int:
+    """7 for ``CoreML7``; opsets named otherwise count as new enough."""
+    digits = opset[len("CoreML"):] if opset.startswith("CoreML") else ""
+    return int(digits) if digits.isdigit() else LOWERING_OPSET
