@@ -127,6 +127,11 @@ def _checked_dtype(x, wanted: tuple, op: str) -> str:
     return dtype
 
 
+def _check_param(value, wanted: str, op: str, param: str) -> None:
+    if isinstance(value, Var) and _dtype_name(value) != wanted:
+        raise ValueError(f"{op}: {param} '{value.name}' must be {wanted}, got {_dtype_name(value)}")
+
+
 def _mb_op(op_type: str, x: Var, params: dict, **extra) -> Var:
     """``mb.quantize``/``mb.dequantize`` with the parameters given (all constants)."""
     given = {key: value for key, value in params.items() if value is not None}
@@ -149,6 +154,8 @@ def quantize(
     float_dtype = _checked_dtype(x, tuple(FLOAT_DTYPES), "quantize")
     scale = _const(scale, FLOAT_DTYPES[float_dtype])
     zero_point = None if zero_point is None else _const(zero_point, np.dtype(output_dtype))
+    _check_param(scale, float_dtype, "quantize", "scale")
+    _check_param(zero_point, output_dtype, "quantize", "zero_point")
     if not any(isinstance(p, Var) for p in (scale, zero_point)):
         params = {"scale": scale, "zero_point": zero_point, "axis": axis, "name": name}
         return _mb_op("quantize", x, params, output_dtype=output_dtype)
@@ -173,6 +180,7 @@ def dequantize(x: Var, scale, zero_point=None, axis: int | None = None, name: st
     if float_dtype not in FLOAT_DTYPES:
         raise ValueError(f"dequantize: scale must be fp16 or fp32, got {float_dtype}")
     zero_point = None if zero_point is None else _const(zero_point, np.dtype(int_dtype))
+    _check_param(zero_point, int_dtype, "dequantize", "zero_point")
     if not any(isinstance(p, Var) for p in (scale, zero_point)):
         return _mb_op("dequantize", x, {"scale": scale, "zero_point": zero_point, "axis": axis, "name": name})
     return dequantize_steps(_BuilderEmitter(name), x, scale, zero_point, axis=axis, rank=x.rank, float_dtype=float_dtype)

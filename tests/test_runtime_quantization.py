@@ -344,8 +344,17 @@ def test_builder_helpers_refuse_wrong_dtypes():
             quantize(x, 1.0, x)
         with pytest.raises(ValueError, match="dequantize: x must be a tensor Var of int8 or uint8, got int32"):
             dequantize(x, 1.0, x)
+        floats = mb.cast(x=x, dtype="fp32", name="floats")
         with pytest.raises(ValueError, match="output_dtype must be one of int8, uint8, got 'int16'"):
-            quantize(mb.cast(x=x, dtype="fp32"), 1.0, output_dtype="int16")
+            quantize(floats, 1.0, output_dtype="int16")
+        with pytest.raises(ValueError, match="quantize: zero_point 'x' must be uint8, got int32"):
+            quantize(floats, 1.0, x, output_dtype="uint8")
+        with pytest.raises(ValueError, match="quantize: scale 'x' must be fp32, got int32"):
+            quantize(floats, x)
+        with pytest.raises(ValueError, match="dequantize: zero_point 'x' must be int8, got int32"):
+            dequantize(mb.cast(x=x, dtype="int8"), 1.0, x)
+        with pytest.raises(ValueError, match="dequantize: scale must be fp16 or fp32, got int32"):
+            dequantize(mb.cast(x=x, dtype="int8"), x)
         return x
 
 
@@ -466,3 +475,12 @@ def test_an_op_in_a_nested_block_is_lowered_there(tmp_path):
         out = evaluate(package.program, {"x": x, "z": np.array([z], np.int32)})["out"]
         expected = quantize_formula(x, np.float32(scale), np.array([z], np.int8), None, "int8")
         assert out.tolist() == expected.astype(np.int32).tolist()
+
+
+def test_a_program_without_quantization_ops_is_not_touched(tmp_path):
+    path, _ = webnn_package(tmp_path / "w.mlpackage")
+    spec = mlpackage.read(path).spec  # lowered: nothing left to lower
+    before = spec.SerializeToString()
+    changes = Counter()
+    assert lower_runtime_quantization(spec, changes) == [] and spec.SerializeToString() == before
+    assert changes == Counter()

@@ -255,12 +255,12 @@ class _ProtoEmitter:
     def __call__(self, op_type: str, label: str | None, **inputs) -> str:
         names, constants = {}, {}
         for param, value in inputs.items():
-            if isinstance(value, str) and not isinstance(value, np.str_):
-                names[param] = value
-            else:
+            if isinstance(value, (np.ndarray, np.generic)):
                 constants[param] = value
                 names[param] = self.fresh.fresh(f"{self.base}_{label or 'result'}_{param}")
                 self.ops.append(const(names[param], value))
+            else:
+                names[param] = value
         out_type = OUTPUT_TYPES[op_type]({p: self.types[n] for p, n in names.items() if n in self.types}, constants)
         out = self.result if label is None else self.fresh.fresh(f"{self.base}_{label}")
         self.ops.append(operation(op_type, [(out, out_type)], names))
@@ -310,12 +310,20 @@ def _finding(op_reader: _OpReader, runtime: list[tuple[str, str]], new_ops: list
 
 @dataclass
 class _Lowering:
-    """One walk over a program: fresh names, the findings, the op types removed and added."""
+    """One walk over a program: the findings, the op types removed and added, fresh names (made
+    on the first lowering: a program with nothing to lower costs one walk)."""
 
-    fresh: FreshNames
+    spec: object
     findings: list[Finding]
     changes: Counter
     opset: int = LOWERING_OPSET
+    _fresh: FreshNames | None = None
+
+    @property
+    def fresh(self) -> FreshNames:
+        if self._fresh is None:
+            self._fresh = FreshNames(_taken_names(self.spec))
+        return self._fresh
 
     def block(self, block, scope: _Scope) -> None:
         rewritten, changed = [], False
@@ -382,8 +390,10 @@ def lower_runtime_quantization(spec, changes: Counter | None = None) -> list[Fin
     parameter without a tensor type, a ``constexpr_blockwise_shift_scale``, an op in a function
     older than iOS17.
     """
-    lowering = _Lowering(FreshNames(_taken_names(spec)), [], Counter() if changes is None else changes)
+    lowering = _Lowering(spec, [], Counter() if changes is None else changes)
     for function in spec.mlProgram.functions.values():
+        if not any(_holds_quantization(block) for block in function.block_specializations.values()):
+            continue
         scope = _Scope()
         for value in function.inputs:
             scope.types[value.name] = value.type
@@ -391,6 +401,13 @@ def lower_runtime_quantization(spec, changes: Counter | None = None) -> list[Fin
             lowering.opset = _opset_number(opset)
             lowering.block(block, _Scope(scope))
     return lowering.findings
+
+
+def _holds_quantization(block) -> bool:
+    """Whether ``block`` or a block nested in it holds a quantization op (a quick look first:
+    the full walk keeps every definition's type)."""
+    return any(op.type in QUANTIZATION_OPS or any(_holds_quantization(b) for b in op.blocks)
+               for op in block.operations)
 
 
 def _opset_number(opset: str) -> int:
