@@ -26,21 +26,45 @@ import numpy as np
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import Var, types
 
-__all__ = ["RANGES", "FLOAT_DTYPES", "Emitter", "quantize_steps", "dequantize_steps", "quantize", "dequantize"]
+__all__ = [
+    "RANGES", "FLOAT_DTYPES", "CONSTANT_STEPS", "Emitter", "fold", "is_constant", "quantize_steps",
+    "dequantize_steps", "quantize", "dequantize",
+]
 
 # the integer dtypes of MIL quantization and the values each holds
 RANGES = {"int8": (-128, 127), "uint8": (0, 255)}
 FLOAT_DTYPES = {"fp16": np.float16, "fp32": np.float32}
 
+NUMPY_DTYPES = {**FLOAT_DTYPES, "int8": np.int8, "uint8": np.uint8, "int32": np.int32}
+# the steps that only move or convert a parameter: on a constant they are computed, not emitted,
+# so a const parameter stays a const
+CONSTANT_STEPS = {
+    "reshape": lambda x, shape: np.reshape(x, shape),
+    "cast": lambda x, dtype: np.asarray(x).astype(NUMPY_DTYPES[str(dtype)]),
+}
+
 V = TypeVar("V")
+
+
+def is_constant(value) -> bool:
+    """Whether an emitter's value is a numpy constant (not an op's output)."""
+    return isinstance(value, (np.ndarray, np.generic))
+
+
+def fold(op_type: str, label: str | None, inputs: dict):
+    """The value of a :data:`CONSTANT_STEPS` step whose inputs are all constants; else None
+    (and always None for the result step, which must define the result)."""
+    if label is None or op_type not in CONSTANT_STEPS or not all(map(is_constant, inputs.values())):
+        return None
+    return CONSTANT_STEPS[op_type](**inputs)
 
 
 class Emitter(Protocol[V]):
     """Where the steps go: ``emit(op_type, label, **inputs)`` adds one op and returns its output.
 
     Inputs are values the emitter made (or was given) and numpy constants (a dtype name, a
-    shape, a clip bound). ``label`` names the step (``None``: the result); ``rank(value)`` is a
-    value's rank.
+    shape, a clip bound, a const parameter). ``label`` names the step (``None``: the result);
+    ``rank(value)`` is a value's rank. An emitter computes a step :func:`fold` can compute.
     """
 
     def __call__(self, op_type: str, label: str | None, **inputs) -> V: ...
@@ -100,7 +124,10 @@ class _BuilderEmitter:
     def __init__(self, name: str | None) -> None:
         self.name = name
 
-    def __call__(self, op_type: str, label: str | None, **inputs) -> Var:
+    def __call__(self, op_type: str, label: str | None, **inputs) -> Var | np.ndarray:
+        folded = fold(op_type, label, inputs)
+        if folded is not None:
+            return folded
         name = self.name if label is None or self.name is None else f"{self.name}_{label}"
         return getattr(mb, op_type)(**inputs, **({"name": name} if name else {}))
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from coremltools.converters.mil.frontend.milproto.load import _load_value
 
-from mil_passes.package.milproto import DTYPE_NAMES, const, immediate, operation, tensor_type
+from mil_passes.package.milproto import DTYPE_NAMES, const, immediate, immediate_array, operation, tensor_type
 
 
 @pytest.mark.parametrize("value", [
@@ -33,3 +33,14 @@ def test_operation_and_const():
     assert op.attributes["name"].immediateValue.tensor.strings.values == ["y"]
     c = const("half", np.float16(0.5))
     assert c.type == "const" and _load_value(None, c.attributes["val"]) == np.float16(0.5)
+
+
+def test_immediate_array_reads_back_what_immediate_writes():
+    for value in (np.float16(-1.5), np.array([[1, -2]], np.int8), np.array([3.25], np.float32), np.int32(4)):
+        array = immediate_array(immediate(value))
+        assert array.dtype == np.asarray(value).dtype and array.tolist() == np.asarray(value).tolist()
+    assert immediate_array(immediate(np.array("fp16"))) is None
+    blob = const("w", np.float32(1)).attributes["val"]
+    blob.ClearField("immediateValue")
+    blob.blobFileValue.fileName = "@model_path/weights/weight.bin"
+    assert immediate_array(blob) is None

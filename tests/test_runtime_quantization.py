@@ -21,7 +21,7 @@ from mil_passes.package import io as mlpackage
 from mil_passes.package.files import PackageError
 from mil_passes.package.optimize import as_read, optimize_package
 from mil_passes.package.runtime_quantization import RULE, lower_runtime_quantization
-from mil_passes.quantization import FLOAT_DTYPES, RANGES, dequantize, quantize
+from mil_passes.quantization import FLOAT_DTYPES, RANGES, dequantize, fold, quantize
 from mil_passes.reference import evaluate
 from mil_passes.testing import milproto as hand
 
@@ -484,3 +484,29 @@ def test_a_program_without_quantization_ops_is_not_touched(tmp_path):
     changes = Counter()
     assert lower_runtime_quantization(spec, changes) == [] and spec.SerializeToString() == before
     assert changes == Counter()
+
+
+def test_a_const_parameter_stays_a_const():
+    """A per-channel const scale is reshaped into a new const, a const zero point cast into one."""
+    model = hand.quantization_model("quantize", (2, 3, 4), axis=1, float_dtype="fp16", scale=[0.5, 1, 2],
+                                    zero_point=[1, -2, 3], runtime=("scale",))
+    lower_runtime_quantization(model)
+    program = coremltools_load(model_spec=model, specification_version=8, file_weights_dir="")
+    ops = {op.name: op for op in iter_ops(program)}
+    assert [op.op_type for op in ops.values() if op.op_type not in ("const", "cast")] == [
+        "reshape", "real_div", "round", "add", "clip"]
+    zero = ops["q_shifted"].y
+    assert zero.op.op_type == "const" and zero.val.dtype == np.float16
+    assert zero.val.tolist() == [[1.0], [-2.0], [3.0]]
+    model = hand.quantization_model("dequantize", (2, 3), scale=np.float32(0.5), runtime=("zero_point",))
+    lower_runtime_quantization(model)
+    program = coremltools_load(model_spec=model, specification_version=8, file_weights_dir="")
+    assert program.functions["main"].find_ops(op_type="mul")[0].y.name == "scale"  # the const read as it is
+
+
+def test_fold_computes_only_moves_and_casts_of_constants():
+    assert fold("cast", "z", {"x": np.array([1, -2], np.int8), "dtype": np.str_("fp16")}).dtype == np.float16
+    assert fold("reshape", "s", {"x": np.arange(3.0), "shape": np.array([-1, 1])}).shape == (3, 1)
+    assert fold("cast", None, {"x": np.int8(1), "dtype": np.str_("fp32")}) is None  # the result is an op
+    assert fold("add", "a", {"x": np.float32(1), "y": np.float32(2)}) is None
+    assert fold("cast", "z", {"x": "a_var", "dtype": np.str_("fp32")}) is None

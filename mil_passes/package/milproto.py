@@ -47,6 +47,28 @@ def immediate(array) -> "MIL.Value":
     return create_tensor_value(array)
 
 
+# dtype -> (the TensorValue field that holds it, numpy dtype); fp16 and 8-bit ints are raw bytes
+_FIELDS = {
+    "fp32": ("floats", np.float32), "int32": ("ints", np.int32), "bool": ("bools", np.bool_),
+    "fp16": ("bytes", np.float16), "int8": ("bytes", np.int8), "uint8": ("bytes", np.uint8),
+}
+
+
+def immediate_array(value: "MIL.Value") -> np.ndarray | None:
+    """The array an immediate tensor value holds; None for another value (a blob file, a
+    string, a list) or dtype."""
+    if value.WhichOneof("value") != "immediateValue" or value.type.WhichOneof("type") != "tensorType":
+        return None
+    tensor_type_ = value.type.tensorType
+    field = _FIELDS.get(DTYPE_NAMES.get(tensor_type_.dataType))
+    dims = [d.constant.size if d.WhichOneof("dimension") == "constant" else None for d in tensor_type_.dimensions]
+    if field is None or None in dims:
+        return None
+    values = getattr(value.immediateValue.tensor, field[0]).values
+    flat = np.frombuffer(values, field[1]) if field[0] == "bytes" else np.array(values, field[1])
+    return flat.reshape(dims) if flat.size == int(np.prod(dims)) else None
+
+
 def operation(
     op_type: str,
     outputs: Sequence[tuple[str, "MIL.ValueType"]],

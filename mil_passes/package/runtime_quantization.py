@@ -29,8 +29,8 @@ import numpy as np
 
 from ..ir import FreshNames
 from ..lint import Finding
-from ..quantization import FLOAT_DTYPES, RANGES, dequantize_steps, quantize_steps
-from .milproto import DTYPE_NAMES, MIL, const, operation, tensor_type
+from ..quantization import FLOAT_DTYPES, RANGES, dequantize_steps, fold, is_constant, quantize_steps
+from .milproto import DTYPE_NAMES, MIL, const, immediate, immediate_array, operation, tensor_type
 
 RULE = "dynamic-quantization-param"
 LOWERING_OPSET = 7  # the lowering casts int8/uint8, which MIL's cast takes from iOS17 (CoreML7) on
@@ -232,19 +232,30 @@ OUTPUT_TYPES = {
 
 
 class _ProtoEmitter:
-    """Emits protobuf ops into ``ops``: names ``<base>_<label>``, made unique; the result is ``result``."""
+    """Emits protobuf ops into ``ops``: names ``<base>_<label>``, made unique; the result is
+    ``result``. A const parameter with an immediate value is read as its array, so steps that
+    only move or convert it are computed (:func:`~mil_passes.quantization.fold`); an array used
+    as it was read stays the const op that holds it."""
 
     def __init__(self, base: str, result: str, fresh: FreshNames) -> None:
         self.base, self.result, self.fresh = base, result, fresh
         self.ops: list = []
         self.types: dict[str, "MIL.ValueType"] = {}
+        self.const_names: dict[int, tuple[np.ndarray, str, bool]] = {}  # id -> (array, name, defined)
 
-    def operand(self, op_reader: _OpReader, param: str) -> str | None:
-        """The var name ``param`` reads; an immediate value becomes a ``const`` op first."""
+    def operand(self, op_reader: _OpReader, param: str) -> str | np.ndarray | None:
+        """What ``param`` reads: the array of a const with an immediate value, else the var name
+        (an immediate value that is not an array becomes a ``const`` op first)."""
         binding = op_reader.binding(param)
         if binding is None:
             return None
-        if binding.WhichOneof("binding") == "name":
+        by_name = binding.WhichOneof("binding") == "name"
+        value = op_reader.scope.constant(binding.name)[1] if by_name else binding.value
+        array = immediate_array(value) if value is not None else None
+        if array is not None:
+            self.const_names[id(array)] = (array, binding.name, True) if by_name else (array, f"{self.base}_{param}", False)
+            return array
+        if by_name:
             self.types[binding.name] = op_reader.value_type(param)
             return binding.name
         name = self.fresh.fresh(f"{self.base}_{param}")
@@ -252,23 +263,35 @@ class _ProtoEmitter:
         self.types[name] = binding.value.type
         return name
 
-    def __call__(self, op_type: str, label: str | None, **inputs) -> str:
-        names, constants = {}, {}
-        for param, value in inputs.items():
-            if isinstance(value, (np.ndarray, np.generic)):
-                constants[param] = value
-                names[param] = self.fresh.fresh(f"{self.base}_{label or 'result'}_{param}")
-                self.ops.append(const(names[param], value))
-            else:
-                names[param] = value
-        out_type = OUTPUT_TYPES[op_type]({p: self.types[n] for p, n in names.items() if n in self.types}, constants)
+    def __call__(self, op_type: str, label: str | None, **inputs) -> str | np.ndarray:
+        folded = fold(op_type, label, inputs)
+        if folded is not None:
+            self.const_names[id(folded)] = (folded, f"{self.base}_{label}", False)
+            return folded
+        names = {param: self._name(value, f"{self.base}_{label or 'result'}_{param}") if is_constant(value)
+                 else value for param, value in inputs.items()}
+        constants = {param: value for param, value in inputs.items() if is_constant(value)}
+        out_type = OUTPUT_TYPES[op_type]({p: self.types[n] for p, n in names.items()}, constants)
         out = self.result if label is None else self.fresh.fresh(f"{self.base}_{label}")
         self.ops.append(operation(op_type, [(out, out_type)], names))
         self.types[out] = out_type
         return out
 
-    def rank(self, value: str) -> int:
-        return len(self.types[value].tensorType.dimensions)
+    def _name(self, array: np.ndarray, default: str) -> str:
+        """The const op holding ``array``: the one it was read from, or a new one."""
+        _, name, defined = self.const_names.get(id(array), (array, default, False))
+        if not defined:
+            name = self.fresh.fresh(name)
+            op = const(name, array)
+            self.ops.append(op)
+            self.types[name] = op.outputs[0].type
+            self.const_names[id(array)] = (array, name, True)
+        elif name not in self.types:
+            self.types[name] = immediate(array).type
+        return name
+
+    def rank(self, value) -> int:
+        return np.ndim(value) if is_constant(value) else len(self.types[value].tensorType.dimensions)
 
 
 def _lower(op, op_reader: _OpReader, fresh: FreshNames) -> list:
