@@ -510,3 +510,23 @@ def test_fold_computes_only_moves_and_casts_of_constants():
     assert fold("cast", None, {"x": np.int8(1), "dtype": np.str_("fp32")}) is None  # the result is an op
     assert fold("add", "a", {"x": np.float32(1), "y": np.float32(2)}) is None
     assert fold("cast", "z", {"x": "a_var", "dtype": np.str_("fp32")}) is None
+
+
+def test_what_reads_a_lowered_constexpr_op_reads_a_run_time_value(tmp_path):
+    """quantize(x, scale=constexpr_affine_dequantize(data, scale=s)): both ops are lowered."""
+    model, data = constexpr_model("constexpr_affine_dequantize", "CoreML7", 8)
+    function = model.mlProgram.functions["main"]
+    function.block_specializations["CoreML7"].operations.extend([
+        hand.const("int8_name", np.array("int8")),
+        hand.operation("quantize", [("q", hand.tensor_type("int8", (2, 3)))], {
+            "input": "x", "scale": "out", "output_dtype": "int8_name"}),
+    ])
+    x_input = function.inputs.add()
+    x_input.name = "x"
+    x_input.type.CopyFrom(F32(2, 3))
+    del function.block_specializations["CoreML7"].outputs[:]
+    function.block_specializations["CoreML7"].outputs.append("q")
+    findings = lower_runtime_quantization(model)
+    assert [f.op for f in findings] == ["out", "q"]
+    assert "quantize 'q' reads scale from 'out'" in findings[1].message
+    coremltools_load(model_spec=model, specification_version=8, file_weights_dir="")

@@ -362,7 +362,8 @@ class _Lowering:
             new_ops = self.lower(op, op_reader, runtime) if runtime else [op]
             rewritten.extend(new_ops)
             changed = changed or bool(runtime)
-            scope.define(op)
+            for defining in new_ops:  # a lowered constexpr op's output is no const any more
+                scope.define(defining)
         if changed:
             copies = [MIL.Operation() for _ in rewritten]
             for copy, op in zip(copies, rewritten):
