@@ -544,3 +544,14 @@ def test_the_quotient_rounded_in_the_float_dtype_differs_as_the_readme_says():
         in_range = np.abs(exact) < 128
         counted.append((int(np.sum((np.rint(x / scale) != exact) & in_range)), int(in_range.sum())))
     assert counted == [(11710, 691648), (2, 692327)]
+
+
+def test_a_dim_known_only_at_run_time(tmp_path):
+    model = hand.quantization_model("quantize", (None, 3, 4), axis=1, runtime=("scale", "zero_point"))
+    run = optimize_package(hand.write_package(model, tmp_path / "d.mlpackage"), tmp_path / "fixed.mlpackage")
+    assert [f.rule for f in run.report.findings_before] == [RULE] and run.report.findings_after == []
+    program = mlpackage.load(run.output)
+    x = (np.random.default_rng(3).standard_normal((5, 3, 4)) * 50).astype(np.float32)
+    scale, zero_point = np.array([0.5, 1, 2], np.float32), np.array([1, 2, 3], np.int32)
+    out = evaluate(program, {"x": x, "scale": scale, "zero_point": zero_point})["out"]
+    assert same_bits(out, quantize_formula(x, scale, zero_point.astype(np.int8), 1, "int8").astype(np.int32))
