@@ -84,7 +84,8 @@ def _along_axis(emit: Emitter[V], param: V, axis: int | None, rank: int, label: 
 
 
 def _as_float(emit: Emitter[V], param: V, axis: int | None, rank: int, float_dtype: str, label: str) -> V:
-    return emit("cast", f"{label}_{float_dtype}", x=_along_axis(emit, param, axis, rank, label), dtype=np.str_(float_dtype))
+    along = _along_axis(emit, param, axis, rank, label)
+    return emit("cast", f"{label}_{float_dtype}", x=along, dtype=np.str_(float_dtype))
 
 
 def quantize_steps(
@@ -210,4 +211,6 @@ def dequantize(x: Var, scale, zero_point=None, axis: int | None = None, name: st
     _check_param(zero_point, int_dtype, "dequantize", "zero_point")
     if not any(isinstance(p, Var) for p in (scale, zero_point)):
         return _mb_op("dequantize", x, {"scale": scale, "zero_point": zero_point, "axis": axis, "name": name})
-    return dequantize_steps(_BuilderEmitter(name), x, scale, zero_point, axis=axis, rank=x.rank, float_dtype=float_dtype)
+    return dequantize_steps(
+        _BuilderEmitter(name), x, scale, zero_point, axis=axis, rank=x.rank, float_dtype=float_dtype,
+    )

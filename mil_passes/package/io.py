@@ -4,7 +4,8 @@
 references fit their files), reads the protobuf, makes its names unambiguous
 (``duplicate_names``), lowers quantize/dequantize ops whose scale or zero point is computed at
 run time to ops Core ML accepts (``runtime_quantization``), builds the Program with coremltools'
-milproto loader, and compares the declared types with the inferred ones (``declared_types``). ``load(path)`` is its Program.
+milproto loader, and compares the declared types with the inferred ones (``declared_types``).
+``load(path)`` is its Program.
 
 ``save(prog, path, like=source)`` writes ``prog`` with the source's model description (input
 and output names, types, shape ranges, enumerated shapes, metadata, author/license/version

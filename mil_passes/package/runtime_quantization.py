@@ -57,7 +57,9 @@ class QuantizationOp:
 def _quantize(emit, x, scale, zero_point, axis, rank, float_dtype, op_reader) -> str:
     output_dtype = op_reader.constant_text("output_dtype")
     if output_dtype not in RANGES:
-        raise UnloweredQuantization(f"{op_reader.label}: output_dtype '{output_dtype}' is not one of {', '.join(RANGES)}")
+        raise UnloweredQuantization(
+            f"{op_reader.label}: output_dtype '{output_dtype}' is not one of {', '.join(RANGES)}"
+        )
     return quantize_steps(
         emit, x, scale, zero_point, axis=axis, rank=rank, float_dtype=float_dtype, output_dtype=output_dtype,
     )
@@ -253,7 +255,8 @@ class _ProtoEmitter:
         value = op_reader.scope.constant(binding.name)[1] if by_name else binding.value
         array = immediate_array(value) if value is not None else None
         if array is not None:
-            self.const_names[id(array)] = (array, binding.name, True) if by_name else (array, f"{self.base}_{param}", False)
+            read_as = (binding.name, True) if by_name else (f"{self.base}_{param}", False)
+            self.const_names[id(array)] = (array, *read_as)
             return array
         if by_name:
             self.types[binding.name] = op_reader.value_type(param)
@@ -301,7 +304,8 @@ def _lower(op, op_reader: _OpReader, fresh: FreshNames) -> list:
         raise UnloweredQuantization(f"{op_reader.label}: {kind.float_operand} is {float_dtype}, not fp16 or fp32")
     emit = _ProtoEmitter(_op_name(op), op.outputs[0].name, fresh)
     x, scale, zero_point = (emit.operand(op_reader, p) for p in (kind.input, "scale", kind.zero_point))
-    result = kind.lower(emit, x, scale, zero_point, op_reader.axis(), op_reader.rank(kind.input), float_dtype, op_reader)
+    axis, rank = op_reader.axis(), op_reader.rank(kind.input)
+    result = kind.lower(emit, x, scale, zero_point, axis, rank, float_dtype, op_reader)
     last = emit.ops[-1]
     assert result == op.outputs[0].name == last.outputs[0].name
     if "name" in op.attributes:
