@@ -73,8 +73,9 @@ class Emitter(Protocol[V]):
 
 
 def _along_axis(emit: Emitter[V], param: V, axis: int | None, rank: int, label: str) -> V:
-    """A scalar, or a vector along ``axis`` reshaped to broadcast against a rank-``rank`` input."""
-    if axis is None or emit.rank(param) == 0:
+    """A vector along ``axis`` reshaped to broadcast against a rank-``rank`` input; a scalar, or a
+    parameter already of the input's rank, as it is."""
+    if axis is None or emit.rank(param) != 1:
         return param
     axis = axis + rank if axis < 0 else axis
     trailing = rank - 1 - axis

@@ -555,3 +555,18 @@ def test_a_dim_known_only_at_run_time(tmp_path):
     scale, zero_point = np.array([0.5, 1, 2], np.float32), np.array([1, 2, 3], np.int32)
     out = evaluate(program, {"x": x, "scale": scale, "zero_point": zero_point})["out"]
     assert same_bits(out, quantize_formula(x, scale, zero_point.astype(np.int8), 1, "int8").astype(np.int32))
+
+
+def test_a_parameter_of_the_input_rank_broadcasts_as_it_is():
+    """WebNN writes scale and zeroPoint with the input's rank ([1, 3, 1]): no reshape."""
+    x = (np.random.default_rng(5).standard_normal((2, 3, 4)) * 40).astype(np.float32)
+    scale, z = np.array([[[0.5], [1.0], [2.0]]], np.float32), np.array([[[1], [-2], [3]]], np.int32)
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 3, 4)), mb.TensorSpec((1, 3, 1)),
+                             mb.TensorSpec((1, 3, 1), dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(x, scale, z):
+        return quantize(x, scale, mb.cast(x=z, dtype="int8"), axis=1, name="q")
+
+    assert "reshape" not in [op.op_type for op in iter_ops(prog)]
+    out = evaluate(prog, {"x": x, "scale": scale, "z": z})["q"]
+    assert same_bits(out, quantize_formula(x, scale, z.astype(np.int8), None, "int8"))
