@@ -33,7 +33,7 @@ F32 = lambda *shape: hand.tensor_type("fp32", shape)  # noqa: E731
 
 def along_axis(param, rank: int, axis):
     param = np.asarray(param)
-    if axis is None or param.ndim == 0:
+    if axis is None or param.ndim != 1:
         return param
     axis = axis % rank
     return param.reshape([-1] + [1] * (rank - 1 - axis))
@@ -207,8 +207,9 @@ def test_an_output_dtype_that_is_not_int8_or_uint8_is_one_line(tmp_path):
 
 @st.composite
 def quantization_cases(draw):
-    """An op, dtypes, a shape, per-tensor or per-channel parameters (some computed at run time),
-    and inputs that include exact ties (k + 0.5) * scale and values that clip."""
+    """An op, dtypes, a shape, per-tensor or per-channel parameters (vectors or of the input's
+    rank; some computed at run time), and inputs that include exact ties (k + 0.5) * scale and
+    values that clip."""
     op_type = draw(st.sampled_from(["quantize", "dequantize"]))
     float_dtype, int_dtype = draw(st.sampled_from(list(FLOAT_DTYPES))), draw(st.sampled_from(list(RANGES)))
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=4)))
@@ -216,6 +217,7 @@ def quantization_cases(draw):
     axis = draw(st.one_of(st.none(), st.integers(-rank, rank - 1)))
     with_zero_point = draw(st.booleans())
     runtime = draw(st.sets(st.sampled_from(["scale", "zero_point"] if with_zero_point else ["scale"]), min_size=1))
+    full_rank = axis is not None and draw(st.booleans())
     param_shape = (shape[axis],) if axis is not None else ()
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     float_type = FLOAT_DTYPES[float_dtype]
@@ -224,6 +226,9 @@ def quantization_cases(draw):
     mantissas = rng.choice([1.0, 1.0, 1.5, 0.7, 3.1], param_shape)
     scale = (mantissas * np.exp2(exponents)).astype(float_type)
     zero_point = rng.integers(low, high + 1, param_shape).astype(int_dtype)
+    if full_rank:  # [1, D, 1], as WebNN writes them
+        full_shape = [-1 if i == axis % rank else 1 for i in range(rank)]
+        scale, zero_point = scale.reshape(full_shape), zero_point.reshape(full_shape)
     if op_type == "quantize":
         broadcast_scale = np.broadcast_to(along_axis(scale, rank, axis), shape).astype(np.float64)
         halves = rng.integers(-2 * 300, 2 * 300, shape) / 2  # ties at .5 and values past the range
@@ -231,11 +236,12 @@ def quantization_cases(draw):
         x = x.astype(float_type)
     else:
         x = rng.integers(low, high + 1, shape).astype(int_dtype)
-    return op_type, float_dtype, int_dtype, shape, axis, runtime, scale, zero_point if with_zero_point else None, x
+    zero_point = zero_point if with_zero_point else None
+    return op_type, float_dtype, int_dtype, shape, axis, runtime, scale, zero_point, x, full_rank
 
 
 def feeds_for(case):
-    op_type, _, _, _, axis, runtime, scale, zero_point, x = case
+    op_type, _, _, _, axis, runtime, scale, zero_point, x, _ = case
     runtime_shape = lambda a: a if axis is not None else a.reshape(1)  # noqa: E731
     feeds = {"x": x if op_type == "quantize" else x.astype(np.int32)}
     if "scale" in runtime:
@@ -246,7 +252,7 @@ def feeds_for(case):
 
 
 def expected_for(case):
-    op_type, _, int_dtype, _, axis, _, scale, zero_point, x = case
+    op_type, _, int_dtype, _, axis, _, scale, zero_point, x, _ = case
     if op_type == "quantize":
         return quantize_formula(x, scale, zero_point, axis, int_dtype).astype(np.int32)
     return dequantize_formula(x, scale, zero_point, axis)
@@ -254,10 +260,11 @@ def expected_for(case):
 
 @given(quantization_cases())
 def test_the_lowered_program_is_the_formula_bit_for_bit(case):
-    op_type, float_dtype, int_dtype, shape, axis, runtime, scale, zero_point, x = case
+    op_type, float_dtype, int_dtype, shape, axis, runtime, scale, zero_point, x, full_rank = case
     model = hand.quantization_model(
         op_type, shape, float_dtype=float_dtype, int_dtype=int_dtype, axis=axis, scale=scale,
         zero_point=zero_point, runtime=sorted(runtime), with_zero_point=zero_point is not None,
+        full_rank=full_rank,
     )
     (finding,) = lower_runtime_quantization(model)
     assert all(f"{param} from '" in finding.message for param in runtime)

@@ -157,17 +157,21 @@ def quantization_model(
     zero_point=None,
     runtime: Sequence[str] = ("zero_point",),
     with_zero_point: bool = True,
+    full_rank: bool = False,
 ) -> "proto.Model_pb2.Model":
     """A model with one ``quantize`` or ``dequantize`` (iOS17), as a WebNN converter writes it.
 
     Inputs: ``x`` (``float_dtype`` for quantize; int32 for dequantize, cast to ``int_dtype``), and
     for each parameter named in ``runtime`` an input of that name: ``scale`` (``float_dtype``) and
     ``zero_point`` (int32, cast to ``int_dtype`` by the model), of shape ``[shape[axis]]`` when
-    ``axis`` is given, else ``[1]``. The other parameters are ``const`` ops holding ``scale`` and
+    ``axis`` is given (``full_rank``: the input's rank, ``shape[axis]`` at ``axis``, 1 elsewhere),
+    else ``[1]``. The other parameters are ``const`` ops holding ``scale`` and
     ``zero_point`` (scalars without ``axis``). Output ``out``: quantize's result cast to int32, or
     dequantize's.
     """
     param_shape = [shape[axis]] if axis is not None else [1]
+    if full_rank:
+        param_shape = [size if i == axis % len(shape) else 1 for i, size in enumerate(shape)]
     inputs = [("x", tensor_type(float_dtype if op_type == "quantize" else "int32", shape))]
     ops = [const("int_dtype", np.array(int_dtype))]
     if op_type == "dequantize":
