@@ -82,6 +82,13 @@ RULES: dict[str, Rule] = {
             "got tensor<fp32, [1]>\" (pywebnn MobileNetV2); coremltools 9.0 itself writes `[0, 0, 4, 8]` for "
             "`reshape(x[B, S, 32, 1], [0, 0, 4, 8])`",
         ),
+        Rule(
+            "dynamic-quantization-param", "error",
+            "a `quantize`/`dequantize` (or `constexpr_affine_dequantize`) whose `scale` or `zero_point` is not a const",
+            "mil-passes optimize (lowers it to the op spec's formula)",
+            "the iOS17 op spec requires const `scale` and `zero_point`; Core ML's compiler refuses the model and "
+            "coremltools' loader cannot read it (\"Input zero_point must be const at compile time\")",
+        ),
     )
 }
 

@@ -2,8 +2,10 @@
 
 ``read(path)`` checks the files (``files``: paths stay inside the package, weight
 references fit their files), reads the protobuf, makes its names unambiguous
-(``duplicate_names``), builds the Program with coremltools' milproto loader, and compares the
-declared types with the inferred ones (``declared_types``). ``load(path)`` is its Program.
+(``duplicate_names``), lowers quantize/dequantize ops whose scale or zero point is computed at
+run time to ops Core ML accepts (``runtime_quantization``), builds the Program with coremltools'
+milproto loader, and compares the declared types with the inferred ones (``declared_types``).
+``load(path)`` is its Program.
 
 ``save(prog, path, like=source)`` writes ``prog`` with the source's model description (input
 and output names, types, shape ranges, enumerated shapes, metadata, author/license/version
@@ -15,6 +17,7 @@ the same weight bytes. The package is written next to ``path`` and renamed at th
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +40,7 @@ from ..lint.dims import ranges_of_description
 from .atomic import replacing
 from .files import MANIFEST, ModelFiles, PackageError, check_weights, locate, read_spec
 from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
+from .runtime_quantization import UnloweredQuantization, lower_runtime_quantization
 from ..ir import iter_blocks
 
 __all__ = ["Package", "PackageError", "read", "load", "save", "save_program", "check_output_path"]
@@ -46,14 +50,17 @@ ARRAY_DTYPES = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int32": "INT32", "fp64": 
 
 @dataclass
 class Package:
-    """A model read from disk: its protobuf (names made unique), its Program, and what the
-    protobuf check found (``duplicate-name``, ``declared-type-mismatch``)."""
+    """A model read from disk: its protobuf (names made unique, run-time quantization parameters
+    lowered), its Program, and what the protobuf check found (``duplicate-name``,
+    ``dynamic-quantization-param``, ``declared-type-mismatch``); ``op_changes`` counts the op
+    types those repairs removed (+) and added (-), so op counts can be given as the file has them."""
 
     path: Path
     spec: "proto.Model_pb2.Model"
     program: Program
     findings: list[Finding] = field(default_factory=list)
     files: ModelFiles | None = None
+    op_changes: Counter = field(default_factory=Counter)
 
     def lint(self) -> list[Finding]:
         """The protobuf check's findings and :func:`~mil_passes.lint.lint`'s, errors first; run-time
@@ -67,9 +74,11 @@ def read(path: str | Path) -> Package:
     files = locate(path)
     spec = read_spec(files)
     check_weights(spec, files)
+    op_changes: Counter = Counter()
     try:
         findings = fix_duplicate_names(spec)
-    except (InterfaceClash, UndefinedName) as error:
+        findings += lower_runtime_quantization(spec, op_changes)
+    except (InterfaceClash, UndefinedName, UnloweredQuantization) as error:
         raise PackageError(f"{files.path}: {error}") from None
     program = _build(spec, files)
     try:
@@ -77,7 +86,7 @@ def read(path: str | Path) -> Package:
     except Exception as error:  # noqa: BLE001 - pymil re-inference can raise anything
         raise PackageError(f"{files.path}: cannot infer the types of the program: {_one_line(error)}") from None
     findings += declared_type_findings(spec, program, repaired)
-    return Package(files.path, spec, program, findings, files)
+    return Package(files.path, spec, program, findings, files, op_changes)
 
 
 def load(path: str | Path) -> Program:

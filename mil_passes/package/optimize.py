@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -44,6 +45,14 @@ def check_paths(source: Path, output: Path, *, force: bool) -> None:
             raise PackageError(f"{output}: lies inside {source} or contains it; choose another path")
 
 
+def as_read(counts: Counter, op_changes: Counter) -> Counter:
+    """Op counts of a program read from a file, put back as the file has them (``op_changes``:
+    what reading repaired, see :class:`~mil_passes.package.io.Package`)."""
+    counts = Counter(counts)
+    counts.update(op_changes)
+    return +counts
+
+
 def optimize_package(
     source: str | Path,
     output: str | Path,
@@ -72,5 +81,6 @@ def optimize_package(
         step("check")
         findings_after = read(staged).lint()
     report.findings_before = by_severity(package.findings + report.findings_before)
+    report.ops_before = as_read(report.ops_before, package.op_changes)
     report.findings_after = findings_after
     return PackageRun(source, output, report, time.perf_counter() - start)

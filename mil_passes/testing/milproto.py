@@ -16,48 +16,17 @@ from typing import Mapping, Sequence
 import numpy as np
 from coremltools import proto
 
-MIL = proto.MIL_pb2
-DTYPES = {
-    "fp16": MIL.FLOAT16, "fp32": MIL.FLOAT32, "int8": MIL.INT8, "int16": MIL.INT16,
-    "int32": MIL.INT32, "uint8": MIL.UINT8, "uint16": MIL.UINT16, "bool": MIL.BOOL,
-    "string": MIL.STRING,
-}
+from ..package.milproto import DTYPES, MIL, const, immediate, operation, tensor_type
+from ..quantization import FLOAT_DTYPES
+
+__all__ = [
+    "DTYPES", "MIL", "const", "immediate", "operation", "tensor_type", "blob_value", "blob_const",
+    "ml_program", "blob_file", "write_package", "quantization_model",
+]
 ARRAY_DTYPES = {"fp16": "FLOAT16", "fp32": "FLOAT32", "int32": "INT32"}
 BLOB_DTYPES = {np.dtype(np.float16): 1, np.dtype(np.float32): 2, np.dtype(np.uint8): 3, np.dtype(np.int8): 4}
 OPSET = "CoreML7"  # iOS17
 SPECIFICATION_VERSION = 8
-
-
-def tensor_type(dtype: str, shape: Sequence[int | None]) -> "MIL.ValueType":
-    """``tensor<dtype, shape>``; ``None`` in ``shape`` is a dim known only at run time."""
-    value_type = MIL.ValueType()
-    tensor = value_type.tensorType
-    tensor.dataType = DTYPES[dtype]
-    tensor.rank = len(shape)
-    for size in shape:
-        dim = tensor.dimensions.add()
-        if size is None:
-            dim.unknown.variadic = False
-        else:
-            dim.constant.size = size
-    return value_type
-
-
-def immediate(array) -> "MIL.Value":
-    """An immediate value holding ``array`` (its dtype decides the field)."""
-    array = np.asarray(array)
-    value = MIL.Value()
-    dtype = {np.dtype(np.float32): "fp32", np.dtype(np.int32): "int32", np.dtype(np.bool_): "bool"}.get(
-        array.dtype, "string" if array.dtype.kind in "US" else None
-    )
-    if dtype is None:
-        raise ValueError(f"no immediate encoding written for {array.dtype}")
-    value.type.CopyFrom(tensor_type(dtype, array.shape))
-    tensor = value.immediateValue.tensor
-    flat = array.ravel().tolist()
-    field = {"fp32": tensor.floats, "int32": tensor.ints, "bool": tensor.bools, "string": tensor.strings}
-    field[dtype].values.extend(flat)
-    return value
 
 
 def blob_value(dtype: str, shape: Sequence[int], offset: int, file_name: str = "weight.bin") -> "MIL.Value":
@@ -67,38 +36,6 @@ def blob_value(dtype: str, shape: Sequence[int], offset: int, file_name: str = "
     value.blobFileValue.fileName = f"@model_path/weights/{file_name}"
     value.blobFileValue.offset = offset
     return value
-
-
-def operation(
-    op_type: str,
-    outputs: Sequence[tuple[str, "MIL.ValueType"]],
-    inputs: Mapping[str, str | Sequence[str]] | None = None,
-    *,
-    name: str | None = None,
-    attributes: Mapping[str, "MIL.Value"] | None = None,
-) -> "MIL.Operation":
-    """An op reading ``inputs`` (param → var name, or names for a tuple input) and defining
-    ``outputs``; its ``name`` attribute defaults to its first output's name."""
-    op = MIL.Operation()
-    op.type = op_type
-    for param, names in (inputs or {}).items():
-        argument = op.inputs[param]
-        for var_name in [names] if isinstance(names, str) else names:
-            argument.arguments.add().name = var_name
-    for var_name, value_type in outputs:
-        out = op.outputs.add()
-        out.name = var_name
-        out.type.CopyFrom(value_type)
-    op.attributes["name"].CopyFrom(immediate(np.array(name or outputs[0][0])))
-    for key, value in (attributes or {}).items():
-        op.attributes[key].CopyFrom(value)
-    return op
-
-
-def const(name: str, array) -> "MIL.Operation":
-    """A ``const`` op holding ``array`` as an immediate value."""
-    value = immediate(array)
-    return operation("const", [(name, value.type)], attributes={"val": value})
 
 
 def blob_const(name: str, dtype: str, shape: Sequence[int], offset: int, file_name: str = "weight.bin"):
@@ -207,3 +144,59 @@ def write_package(
     manifest = {"fileFormatVersion": "1.0.0", "itemInfoEntries": entries, "rootModelIdentifier": root_id}
     (path / "Manifest.json").write_text(json.dumps(manifest, indent=2))
     return path
+
+
+def quantization_model(
+    op_type: str,
+    shape: Sequence[int],
+    *,
+    float_dtype: str = "fp32",
+    int_dtype: str = "int8",
+    axis: int | None = None,
+    scale=None,
+    zero_point=None,
+    runtime: Sequence[str] = ("zero_point",),
+    with_zero_point: bool = True,
+    full_rank: bool = False,
+) -> "proto.Model_pb2.Model":
+    """A model with one ``quantize`` or ``dequantize`` (iOS17), as a WebNN converter writes it.
+
+    Inputs: ``x`` (``float_dtype`` for quantize; int32 for dequantize, cast to ``int_dtype``), and
+    for each parameter named in ``runtime`` an input of that name: ``scale`` (``float_dtype``) and
+    ``zero_point`` (int32, cast to ``int_dtype`` by the model), of shape ``[shape[axis]]`` when
+    ``axis`` is given (``full_rank``: the input's rank, ``shape[axis]`` at ``axis``, 1 elsewhere),
+    else ``[1]``. The other parameters are ``const`` ops holding ``scale`` and
+    ``zero_point`` (scalars without ``axis``). Output ``out``: quantize's result cast to int32, or
+    dequantize's.
+    """
+    param_shape = [shape[axis]] if axis is not None else [1]
+    if full_rank:
+        param_shape = [size if i == axis % len(shape) else 1 for i, size in enumerate(shape)]
+    inputs = [("x", tensor_type(float_dtype if op_type == "quantize" else "int32", shape))]
+    ops = [const("int_dtype", np.array(int_dtype))]
+    if op_type == "dequantize":
+        ops.append(operation("cast", [("x_int", tensor_type(int_dtype, shape))], {"x": "x", "dtype": "int_dtype"}))
+    params = {"input": "x" if op_type == "quantize" else "x_int", "scale": "scale"}
+    if axis is not None:
+        ops.append(const("axis", np.int32(axis)))
+        params["axis"] = "axis"
+    if "scale" in runtime:
+        inputs.append(("scale", tensor_type(float_dtype, param_shape)))
+    else:
+        ops.append(const("scale", np.asarray(scale, dtype=FLOAT_DTYPES[float_dtype])))
+    if with_zero_point:
+        params["zero_point"] = "zp"
+        if "zero_point" in runtime:
+            inputs.append(("zero_point", tensor_type("int32", param_shape)))
+            ops.append(operation("cast", [("zp", tensor_type(int_dtype, param_shape))],
+                                 {"x": "zero_point", "dtype": "int_dtype"}))
+        else:
+            ops.append(const("zp", np.asarray(zero_point, dtype=np.dtype(int_dtype))))
+    if op_type == "quantize":
+        params["output_dtype"] = "int_dtype"
+        ops.append(operation("quantize", [("q", tensor_type(int_dtype, shape))], params))
+        ops.append(const("int32_name", np.array("int32")))
+        ops.append(operation("cast", [("out", tensor_type("int32", shape))], {"x": "q", "dtype": "int32_name"}))
+    else:
+        ops.append(operation("dequantize", [("out", tensor_type(float_dtype, shape))], params))
+    return ml_program(inputs, ops, ["out"])
