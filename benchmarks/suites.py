@@ -103,8 +103,12 @@ def program_costs(
         logger.info("%s: repetition %d of %d", spec.label, rep + 1, repeats)
     measured = [key for key in [BUILD, *names] if samples.count(key)]
     costs = ProgramCosts(
-        spec, ops, {key: samples.best(key) for key in measured},
-        {key: samples.count(key) for key in measured}, skip, rewritten,
+        spec,
+        ops,
+        {key: samples.best(key) for key in measured},
+        {key: samples.count(key) for key in measured},
+        skip,
+        rewritten,
     )
     if interpret:
         costs.interpreter = interpreter_seconds(prog, spec.inputs(prog), repeats)
@@ -148,7 +152,9 @@ def projections(past: list[ProgramCosts], spec: ProgramSpec, limit: float = LIMI
             continue
         exponent = 1.0
         if earlier is not None and name in earlier.seconds and earlier.seconds[name] > 0:
-            exponent = max(1.0, math.log(seconds / earlier.seconds[name]) / math.log(last.spec.size / earlier.spec.size))
+            exponent = max(
+                1.0, math.log(seconds / earlier.seconds[name]) / math.log(last.spec.size / earlier.spec.size)
+            )
         projected = seconds * scale**exponent
         if projected > limit:
             skip[name] = projected

@@ -31,8 +31,9 @@ from mil_passes.testing.strategies import (
 )
 
 OPSETS = (ct.target.iOS15, ct.target.iOS16, ct.target.iOS17, ct.target.iOS18)
-MANY = settings(max_examples=120, deadline=None, derandomize=True, database=None,
-                suppress_health_check=list(HealthCheck))
+MANY = settings(
+    max_examples=120, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 
 
 FIRST = settings(MANY, phases=[Phase.generate])  # find() without shrinking

@@ -135,9 +135,7 @@ def declared_type(value_type) -> tuple[str, str, Dims] | None:
         return None
     tensor = value_type.tensorType
     dtype = types.builtin_to_string(types.PROTO_TO_BUILTIN_TYPE[tensor.dataType])
-    dims = tuple(
-        d.constant.size if d.WhichOneof("dimension") == "constant" else None for d in tensor.dimensions
-    )
+    dims = tuple(d.constant.size if d.WhichOneof("dimension") == "constant" else None for d in tensor.dimensions)
     return "tensor", dtype, dims
 
 
@@ -215,7 +213,9 @@ def _compare_block(block: Block, path: tuple, declared: dict, repaired: set, fin
 def _finding(op: Operation, var: Var, said, computed, repaired: bool) -> Finding:
     why = f"; {INFERENCE_HOLES[op.op_type][1]}" if repaired else ""
     return Finding(
-        "declared-type-mismatch", "error", op.name,
+        "declared-type-mismatch",
+        "error",
+        op.name,
         f"{op.op_type} '{op.name}' declares '{var.name}' as {type_text(said)}, but its inputs give "
         f"{type_text(computed)}{why} (Core ML's compiler checks declared types; a package saved "
         "by mil-passes carries the inferred one)",

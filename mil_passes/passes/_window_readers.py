@@ -82,8 +82,13 @@ class _IndexReader(Reader):
     def positions(self, axis: int, size: int) -> range:
         p = self.params
         return slice_positions(
-            size, p["begin"][axis], p["end"][axis], p["stride"][axis],
-            p["begin_mask"][axis], p["end_mask"][axis], p["squeeze_mask"][axis],
+            size,
+            p["begin"][axis],
+            p["end"][axis],
+            p["stride"][axis],
+            p["begin_mask"][axis],
+            p["end_mask"][axis],
+            p["squeeze_mask"][axis],
         )
 
     def squeezes(self, axis: int) -> bool:

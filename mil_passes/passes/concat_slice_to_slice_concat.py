@@ -148,10 +148,17 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
         for window in match:
             name = window.output.name
             pieces = [self._piece(op, cut, f"{name}_piece{k}", rewriter) for k, cut in enumerate(window.cuts)]
-            joined = pieces[0] if len(pieces) == 1 else rewriter.emit(
-                op, "concat", f"{name}_concat", values=tuple(pieces),
-                axis=self._const(rewriter, op, "axis", window.join_axis),
-                interleave=self._const(rewriter, op, "interleave", False),
+            joined = (
+                pieces[0]
+                if len(pieces) == 1
+                else rewriter.emit(
+                    op,
+                    "concat",
+                    f"{name}_concat",
+                    values=tuple(pieces),
+                    axis=self._const(rewriter, op, "axis", window.join_axis),
+                    interleave=self._const(rewriter, op, "interleave", False),
+                )
             )
             rewriter.replace(window.output, joined)
 

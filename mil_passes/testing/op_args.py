@@ -40,9 +40,9 @@ def operand(g: Grower, dtype: str, shape: tuple, *, scalar: bool = True) -> obje
     ``scalar``)."""
     if g.draw(st.booleans()):
         ref = g.pick(
-            lambda v: dtype_of(v) == dtype
-            and (b := broadcast(shape_of(v), shape)) is not None
-            and numel(b) <= MAX_ELEMENTS
+            lambda v: (
+                dtype_of(v) == dtype and (b := broadcast(shape_of(v), shape)) is not None and numel(b) <= MAX_ELEMENTS
+            )
         )
         if ref is not None:
             return ref

@@ -15,8 +15,11 @@ def conv_input(g: Grower, var) -> bool:
     """fp16/fp32 with static dims: rank 3 or 4 with at most 8 channels is taken as it is,
     anything else is first reshaped to ``[1, C, L]``."""
     shape = shape_of(var)
-    return dtype_of(var) in FLOAT and len(shape) >= 1 and all(is_static(d) for d in shape[1:]) and (
-        len(shape) in (3, 4) and shape[1] <= MAX_CHANNELS or all(is_static(d) for d in shape)
+    return (
+        dtype_of(var) in FLOAT
+        and len(shape) >= 1
+        and all(is_static(d) for d in shape[1:])
+        and (len(shape) in (3, 4) and shape[1] <= MAX_CHANNELS or all(is_static(d) for d in shape))
     )
 
 

@@ -45,9 +45,12 @@ def plant_concat_window(g: Grower) -> list[Ref]:
     for _ in range(g.draw(st.integers(1, 3))):
         dims = list(shape)
         dims[axis] = g.choose((1, 2, 3, 7, 8))
-        same_rest = lambda v, d=dims: dtype_of(v) == dtype_of(xv) and len(shape_of(v)) == rank and [
-            s for i, s in enumerate(shape_of(v)) if i != axis
-        ] == others and is_static(shape_of(v)[axis])
+        same_rest = lambda v, d=dims: (
+            dtype_of(v) == dtype_of(xv)
+            and len(shape_of(v)) == rank
+            and [s for i, s in enumerate(shape_of(v)) if i != axis] == others
+            and is_static(shape_of(v)[axis])
+        )
         piece = g.pick(same_rest) if g.draw(st.booleans()) else None
         if piece is None and all(is_static(d) for d in others):
             piece = g.const(dtype_of(xv), tuple(dims))
