@@ -9,15 +9,12 @@ import numpy as np
 import pytest
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol, types
-from coremltools.converters.mil.mil.scope import ScopeSource
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-import mil_passes
 from mil_passes.examples import streaming_cache_program
 from mil_passes.passes._windows import Piece, index_bounds, pieces_of
 from mil_passes.passes.concat_slice_to_slice_concat import ConcatSliceToSliceConcat
-from mil_passes.reference import evaluate
 from mil_passes.ir import iter_ops
 from mil_passes.testing import check_pass, op_counts
 

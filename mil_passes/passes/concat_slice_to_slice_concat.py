@@ -133,7 +133,10 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
         if len(match) > 1:
             reads = f"split '{op.name}' cuts axis {window.axis} of concat '{concat.name}' into {len(match)} windows"
         elif window.positions == range(window.axis_size):
-            reads = f"{op.op_type} '{op.name}' reads all of axis {window.axis} of concat '{concat.name}' and cuts other axes"
+            reads = (
+                f"{op.op_type} '{op.name}' reads all of axis {window.axis} of concat '{concat.name}' "
+                "and cuts other axes"
+            )
         else:
             reads = (
                 f"{op.op_type} '{op.name}' reads {_span(window.positions)} of axis {window.axis} "
