@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import types as python_types
-from typing import Iterator
+from typing import Iterable, Iterator
 from unittest import mock
 
 import numpy as np
@@ -182,7 +182,7 @@ def _declared_types(block, path: tuple, found: dict) -> None:
             _declared_types(nested, path + ((first, index),), found)
 
 
-def declared_type_findings(spec, prog: Program, repaired: list[Operation] = ()) -> list[Finding]:
+def declared_type_findings(spec, prog: Program, repaired: Iterable[Operation] = ()) -> list[Finding]:
     """A ``declared-type-mismatch`` error per op output whose type in ``spec`` contradicts the
     type ``prog`` (loaded from ``spec``) infers; ``repaired`` are the ops :func:`repair_types`
     gave a type coremltools' inference got wrong."""
@@ -190,9 +190,9 @@ def declared_type_findings(spec, prog: Program, repaired: list[Operation] = ()) 
     for name, function in spec.mlProgram.functions.items():
         _declared_types(function.block_specializations[function.opset], (name,), declared)
     findings: list[Finding] = []
-    repaired = set(repaired)
+    repaired_ops = set(repaired)
     for name, func in prog.functions.items():
-        _compare_block(func, (name,), declared, repaired, findings)
+        _compare_block(func, (name,), declared, repaired_ops, findings)
     return findings
 
 

@@ -123,9 +123,14 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
         readers = READERS[op.op_type].read(op, axis)
         if isinstance(readers, Refusal):
             return readers
-        windows = tuple(_window(reader, concat, axis, sizes) for reader in readers if _used(reader.output()))
-        refused = [window for window in windows if isinstance(window, Refusal)]
-        return refused[0] if refused else windows
+        windows = []
+        for reader in readers:
+            if _used(reader.output()):
+                window = _window(reader, concat, axis, sizes)
+                if isinstance(window, Refusal):
+                    return window  # the first refusal: the op stays as it is
+                windows.append(window)
+        return tuple(windows)
 
     def describe(self, op: Operation, match: tuple[Window, ...]) -> str:
         concat = op.x.op
@@ -166,7 +171,7 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
             rewriter.replace(window.output, joined)
 
     def _piece(self, op: Operation, cut: Cut, name: str, rewriter: Rewriter) -> Var:
-        if cut.op_type is None:
+        if cut.op_type is None or cut.params is None:  # a Cut has both or neither
             return cut.source
         params = {param: self._const(rewriter, op, param, values) for param, values in cut.params.items()}
         return rewriter.emit(op, cut.op_type, name, x=cut.source, **params)

@@ -52,8 +52,9 @@ def add_conv(g: Grower, op_type: str, x: Ref) -> list[Ref] | None:
     groups = g.choose([k for k in range(1, channels + 1) if channels % k == 0])
     out_channels = groups * g.draw(st.integers(1, max(1, MAX_CHANNELS // groups)))
     pad_type = g.choose(("valid", "same", "custom"))
-    dims = [_spatial(g, size, pad_type) for size in spatial]
-    if any(d is None for d in dims):
+    drawn = [_spatial(g, size, pad_type) for size in spatial]
+    dims = [d for d in drawn if d is not None]
+    if len(dims) != len(drawn):
         return None
     out = [
         -(-size // s) if pad_type == "same" else (size + sum(p) - ((k - 1) * dil + 1)) // s + 1

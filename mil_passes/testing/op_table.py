@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from coremltools.converters.mil.mil import Var
+
 from . import op_args as elementwise
 from . import op_args_compute as compute
 from . import op_args_movement as movement
@@ -19,7 +21,7 @@ from .grower import BASIC, FLOAT, NUMERIC, SMALL_INT, Grower, dtype_of, shape_of
 from .op_args import movable
 from .recipe import Ref
 
-Accepts = Callable[[Grower, object], bool]
+Accepts = Callable[[Grower, Var], bool]
 Add = Callable[[Grower, str, Ref], "list[Ref] | None"]
 
 

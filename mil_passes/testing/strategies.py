@@ -84,7 +84,7 @@ def tensor_types(
 
 def _special(dtype: np.dtype) -> tuple:
     if np.issubdtype(dtype, np.floating):
-        info = np.finfo(dtype)
+        finfo = np.finfo(dtype)
         return (
             0.0,
             -0.0,
@@ -94,13 +94,13 @@ def _special(dtype: np.dtype) -> tuple:
             np.inf,
             -np.inf,
             np.nan,
-            float(info.max),
-            -float(info.max),
-            float(info.smallest_subnormal),
+            float(finfo.max),
+            -float(finfo.max),
+            float(finfo.smallest_subnormal),
         )
     if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        return (0, 1, int(info.max), int(info.min))
+        iinfo = np.iinfo(dtype)
+        return (0, 1, int(iinfo.max), int(iinfo.min))
     return (False, True)
 
 
@@ -117,7 +117,7 @@ def arrays(draw, dtype: str, shape: tuple[int, ...], *, special: bool = True, st
     mode = draw(st.integers(0, 3 if special else 2))
     size = int(np.prod(shape, dtype=np.int64))
     if mode == 0:
-        values = np.arange(start, start + size)
+        values: np.ndarray = np.arange(start, start + size)
         if np_dtype == np.bool_:
             values = values % 2 == 1
         return values.astype(np_dtype).reshape(shape)  # small ints wrap around
