@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Targets `make fuzz` runs at once (one worker process each): every core by default
 FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 
-.PHONY: demo test fuzz bench peer-suite clean
+.PHONY: demo test check fuzz bench peer-suite clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ demo: $(VENV)/.installed-base
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# Lint, format and types, as configured in pyproject.toml ([tool.ruff], [tool.mypy]).
+check: $(VENV)/.installed-test
+	$(BIN)/ruff check mil_passes tests benchmarks
+	$(BIN)/ruff format --check mil_passes tests benchmarks
+	$(BIN)/mypy
 
 fuzz: $(VENV)/.installed-test
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --examples 10000 --jobs $(FUZZ_JOBS)

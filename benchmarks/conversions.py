@@ -9,6 +9,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Iterator
 
 from coremltools.converters.mil.mil import Program
@@ -45,9 +46,7 @@ def conversion_costs(workload: TorchWorkload, repeats: int) -> ConversionCosts:
             inside: dict[str, float] = {}
             with _timing_package_passes(inside), warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # tracer and renamed-output warnings, every run
-                seconds, model = cpu_time(
-                    lambda: convert(workload.case, workload.module, workload.examples, pipeline)
-                )
+                seconds, model = cpu_time(partial(convert, workload.case, workload.module, workload.examples, pipeline))
             samples.add(key, seconds)
             if key == "with_passes":
                 for name in mil_passes.PASS_NAMES:

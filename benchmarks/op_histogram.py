@@ -31,8 +31,13 @@ def survey(draws: int, at: int, hits: bool) -> tuple[Counter, Counter, Counter, 
     ops, holding, options, rewritten = Counter(), Counter(), Counter(), Counter()
 
     @seed(at)
-    @settings(max_examples=draws, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=draws,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(programs())
     def draw(drawn: DrawnProgram) -> None:
         prog = drawn.reference()

@@ -38,14 +38,24 @@ def plot(programs: list[ProgramCosts], path: Path, family: str = "streaming") ->
     anchor = next((points for label, points in lines.items() if short(DCE) in label), None)
     if anchor and len(anchor) > 1:  # slope 1 through the sweep's first point: linear cost
         (ops0, seconds0), ops1 = anchor[0], anchor[-1][0]
-        ax.plot([ops0, ops1], [seconds0 * 0.2, seconds0 * 0.2 * ops1 / ops0], color="gray",
-                linestyle=":", linewidth=1, label="linear (slope 1)")
+        ax.plot(
+            [ops0, ops1],
+            [seconds0 * 0.2, seconds0 * 0.2 * ops1 / ops0],
+            color="gray",
+            linestyle=":",
+            linewidth=1,
+            label="linear (slope 1)",
+        )
     for label, points in lines.items():
         ops, seconds = zip(*points)
         reference = "coremltools" in label
         ax.plot(
-            ops, seconds, marker="o", linestyle="--" if reference else "-",
-            linewidth=2.2 if reference else 1.4, color="black" if "build" in label else None,
+            ops,
+            seconds,
+            marker="o",
+            linestyle="--" if reference else "-",
+            linewidth=2.2 if reference else 1.4,
+            color="black" if "build" in label else None,
             label=label,
         )
     ax.set_xscale("log")

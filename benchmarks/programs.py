@@ -100,13 +100,19 @@ def nested_program(
             if match:
                 joined = mb.concat(values=(entry, h), axis=-1, name=f"level{depth}_joined")
                 window = mb.slice_by_index(
-                    x=joined, begin=[0, 0, -(frames + 1)], end=[0, 0, 0],
-                    end_mask=[True, True, True], name=f"level{depth}_window",
+                    x=joined,
+                    begin=[0, 0, -(frames + 1)],
+                    end=[0, 0, 0],
+                    end_mask=[True, True, True],
+                    name=f"level{depth}_window",
                 )
             else:
                 kept = mb.slice_by_index(
-                    x=entry, begin=[0, 0, frames - 1], end=[0, 0, 0],
-                    end_mask=[True, True, True], name=f"level{depth}_kept",
+                    x=entry,
+                    begin=[0, 0, frames - 1],
+                    end=[0, 0, 0],
+                    end_mask=[True, True, True],
+                    name=f"level{depth}_kept",
                 )
                 window = mb.concat(values=(kept, h), axis=-1, name=f"level{depth}_window")
             total = mb.reduce_sum(x=window, axes=[-1], keep_dims=True, name=f"level{depth}_sum")

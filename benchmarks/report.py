@@ -115,9 +115,7 @@ def growth_rows(programs: list[ProgramCosts]) -> list[Growth]:
     """A :class:`Growth` for every figure measured at two consecutive sizes."""
     rows = []
     for small, large in growth_pairs(programs):
-        between = f"{small.spec.label} → {large.spec.size:,}" + (
-            " (every window matches)" if small.spec.match else ""
-        )
+        between = f"{small.spec.label} → {large.spec.size:,}" + (" (every window matches)" if small.spec.match else "")
         ops_ratio = large.ops / small.ops
         for key in small.seconds:
             if figure(large, key) is not None:
@@ -125,8 +123,17 @@ def growth_rows(programs: list[ProgramCosts]) -> list[Growth]:
                 calls = large.calls[key] / small.calls[key] if key in small.calls and key in large.calls else None
                 rows.append(Growth(key, between, ops_ratio, seconds / small.seconds[key], projected, calls, small.ops))
         if small.interpreter and large.interpreter:
-            rows.append(Growth("reference interpreter", between, ops_ratio,
-                               large.interpreter / small.interpreter, False, None, small.ops))
+            rows.append(
+                Growth(
+                    "reference interpreter",
+                    between,
+                    ops_ratio,
+                    large.interpreter / small.interpreter,
+                    False,
+                    None,
+                    small.ops,
+                )
+            )
     return rows
 
 
@@ -139,23 +146,27 @@ def checks(results: dict) -> list[Check]:
     package = set(mil_passes.PASS_NAMES)
     vs_dce = [
         (figure(c, name)[0] / c.seconds[DCE], f"{short(name)} on {c.spec.label}" + _projected(c, name))
-        for c in programs if not c.spec.match for name in [*c.seconds, *c.skipped] if name in package
+        for c in programs
+        if not c.spec.match
+        for name in [*c.seconds, *c.skipped]
+        if name in package
     ]
     vs_build = [
         (figure(c, STREAMING_PASS)[0] / c.seconds[BUILD], c.spec.label + _projected(c, STREAMING_PASS))
-        for c in programs if c.spec.match
+        for c in programs
+        if c.spec.match
     ]
     fourfold = [
-        g for g in growth_rows(programs)
+        g
+        for g in growth_rows(programs)
         if g.what in package and GROWTH_OPS_RATIO[0] <= g.ops_ratio <= GROWTH_OPS_RATIO[1]
     ]
     growth = [
         (g.time_ratio, f"{short(g.what)}, {g.between}" + (" (skipped: projected)" if g.projected else ""))
-        for g in fourfold if g.smaller_ops >= GROWTH_MIN_OPS
+        for g in fourfold
+        if g.smaller_ops >= GROWTH_MIN_OPS
     ]
-    call_growth = [
-        (g.calls_ratio, f"{short(g.what)}, {g.between}") for g in fourfold if g.calls_ratio is not None
-    ]
+    call_growth = [(g.calls_ratio, f"{short(g.what)}, {g.between}") for g in fourfold if g.calls_ratio is not None]
     labels = {
         "pass_vs_dce": "each pass where nothing matches ÷ `dead_code_elimination`",
         "rewrite_vs_build": "the streaming rewrite where every window matches ÷ building the program",
@@ -192,17 +203,27 @@ def markdown(results: dict, context: str) -> str:
 
     out += ["", "## The streaming rewrite where every window matches, ÷ building the program", ""]
     rows = [
-        [c.spec.label, f"{c.ops:,}", "—" if c.rewritten is None else f"{c.rewritten:,}",
-         _ms(c.seconds[BUILD]), _cell(c, STREAMING_PASS, c.seconds[BUILD])]
-        for c in programs if c.spec.match
+        [
+            c.spec.label,
+            f"{c.ops:,}",
+            "—" if c.rewritten is None else f"{c.rewritten:,}",
+            _ms(c.seconds[BUILD]),
+            _cell(c, STREAMING_PASS, c.seconds[BUILD]),
+        ]
+        for c in programs
+        if c.spec.match
     ]
     out += _table(["program", "ops", "windows rewritten", "build", "rewrite ÷ build (rewrite)"], rows)
 
     out += ["", "## Growth: time at the larger program ÷ time at the smaller (linear = the ops ratio)", ""]
     rows = [
-        [short(g.what), g.between, f"{g.ops_ratio:.2f}",
-         ("skipped: projected " if g.projected else "") + _x(g.time_ratio),
-         "—" if g.calls_ratio is None else _x(g.calls_ratio)]
+        [
+            short(g.what),
+            g.between,
+            f"{g.ops_ratio:.2f}",
+            ("skipped: projected " if g.projected else "") + _x(g.time_ratio),
+            "—" if g.calls_ratio is None else _x(g.calls_ratio),
+        ]
         for g in growth_rows(programs)
     ]
     out += _table(["figure", "programs", "ops ratio", "time ratio", "calls ratio"], rows)
@@ -212,48 +233,77 @@ def markdown(results: dict, context: str) -> str:
         rows = []
         for c in conversions:
             own = sum(c.passes.values())
-            rows.append([
-                c.name, f"{c.ops:,}", _ms(c.default), _ms(c.with_passes), _x(c.with_passes / c.default),
-                _ms(own), f"{own / c.with_passes:.1%}",
-            ])
+            rows.append(
+                [
+                    c.name,
+                    f"{c.ops:,}",
+                    _ms(c.default),
+                    _ms(c.with_passes),
+                    _x(c.with_passes / c.default),
+                    _ms(own),
+                    f"{own / c.with_passes:.1%}",
+                ]
+            )
         header = ["model", "ops", "DEFAULT", "with mil_passes", "ratio", "the passes' own time", "their share"]
         out += _table(header, rows)
 
     out += ["", "## The reference interpreter (`mil_passes.reference.evaluate`)", ""]
     rows = [
-        [c.spec.label, f"{c.ops:,}", _ms(c.interpreter), f"{c.ops / c.interpreter:,.0f}",
-         f"{_x(c.interpreter / c.seconds[BUILD])} of building it"]
-        for c in programs if c.interpreter
+        [
+            c.spec.label,
+            f"{c.ops:,}",
+            _ms(c.interpreter),
+            f"{c.ops / c.interpreter:,.0f}",
+            f"{_x(c.interpreter / c.seconds[BUILD])} of building it",
+        ]
+        for c in programs
+        if c.interpreter
     ]
     rows += [
-        [f"torch {c.name}", f"{c.ops:,}", _ms(c.interpreter), f"{c.ops / c.interpreter:,.0f}",
-         f"{_x(c.interpreter / c.default)} of converting it (DEFAULT)"]
-        for c in conversions if c.interpreter
+        [
+            f"torch {c.name}",
+            f"{c.ops:,}",
+            _ms(c.interpreter),
+            f"{c.ops / c.interpreter:,.0f}",
+            f"{_x(c.interpreter / c.default)} of converting it (DEFAULT)",
+        ]
+        for c in conversions
+        if c.interpreter
     ]
     out += _table(["program", "ops", "evaluate", "ops/s", "relative"], rows)
 
     if memory is not None:
         out += [
-            "", f"## Peak memory (tracemalloc) on {memory.spec.label}, every window matching", "",
-            f"The program as built: {_mb(memory.program_bytes)} for {memory.ops:,} ops.", "",
+            "",
+            f"## Peak memory (tracemalloc) on {memory.spec.label}, every window matching",
+            "",
+            f"The program as built: {_mb(memory.program_bytes)} for {memory.ops:,} ops.",
+            "",
         ]
         rows = [
-            [short(name), _mb(memory.peak[name]), _x(memory.peak[name] / memory.program_bytes),
-             _mb(memory.kept[name])]
+            [short(name), _mb(memory.peak[name]), _x(memory.peak[name] / memory.program_bytes), _mb(memory.kept[name])]
             for name in memory.peak
         ]
         rows += [[short(name), "skipped: too slow to trace", "—", "—"] for name in memory.skipped]
         out += _table(["pass", "peak above the program", "÷ program size", "kept after the pass"], rows)
 
     out += ["", "## Targets (issue 9)", ""]
-    out += ["Every sample starts with cold CPU caches. Time growth is checked from "
-            f"{GROWTH_MIN_OPS:,} ops on: below that, time per op rises with size even for `sweep`, "
-            "a traversal doing nothing per op (the growth table shows those pairs): the memory "
-            "hierarchy, not the work. Function calls (cProfile's count, which the caches and the "
-            "neighbours do not change) are checked at every size.", ""]
+    out += [
+        "Every sample starts with cold CPU caches. Time growth is checked from "
+        f"{GROWTH_MIN_OPS:,} ops on: below that, time per op rises with size even for `sweep`, "
+        "a traversal doing nothing per op (the growth table shows those pairs): the memory "
+        "hierarchy, not the work. Function calls (cProfile's count, which the caches and the "
+        "neighbours do not change) are checked at every size.",
+        "",
+    ]
     rows = [
-        [check.figure, f"≤ {check.bound:g}x (goal {check.goal:g}x)",
-         "—" if check.worst is None else _x(check.worst), check.where, check.status]
+        [
+            check.figure,
+            f"≤ {check.bound:g}x (goal {check.goal:g}x)",
+            "—" if check.worst is None else _x(check.worst),
+            check.where,
+            check.status,
+        ]
         for check in checks(results)
     ]
     out += _table(["figure", "target", "worst measured", "where", "status"], rows)

@@ -1,5 +1,7 @@
 """Run every benchmark; write ``benchmarks.md`` and ``benchmarks.png`` under ``benchmarks/results/``.
 
+Usage:
+
     .venv/bin/python -m benchmarks.run            # what `make bench` runs (< 10 minutes on 2 cores)
     .venv/bin/python -m benchmarks.run --quick    # tiny programs, one repetition: a smoke run
 """
@@ -28,34 +30,54 @@ from .suites import run_all  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 PARTIAL = "benchmarks.partial.md"
-QUICK = {"layers": [4, 16], "repeats": [1, 1], "levels": [2, 8], "level_repeats": [1, 1],
-         "torch_cases": ["streaming_conv"], "torch_repeats": 1}
+QUICK = {
+    "layers": [4, 16],
+    "repeats": [1, 1],
+    "levels": [2, 8],
+    "level_repeats": [1, 1],
+    "torch_cases": ["streaming_conv"],
+    "torch_repeats": 1,
+}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, nargs="+", default=[250, 1000, 4000],
-                        help="streaming program sizes, in layers (default: 250 1000 4000)")
-    parser.add_argument("--repeats", type=int, nargs="+", default=[5, 3, 2],
-                        help="repetitions per streaming size (default: 5 3 2)")
-    parser.add_argument("--levels", type=int, nargs="+", default=[20, 80],
-                        help="nested program sizes, in levels (default: 20 80)")
-    parser.add_argument("--level-repeats", type=int, nargs="+", default=[5, 3],
-                        help="repetitions per nested size (default: 5 3)")
-    parser.add_argument("--torch-cases", nargs="*", default=None,
-                        help="torch models to convert (default: every case of the test suite)")
+    parser.add_argument(
+        "--layers",
+        type=int,
+        nargs="+",
+        default=[250, 1000, 4000],
+        help="streaming program sizes, in layers (default: 250 1000 4000)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, nargs="+", default=[5, 3, 2], help="repetitions per streaming size (default: 5 3 2)"
+    )
+    parser.add_argument(
+        "--levels", type=int, nargs="+", default=[20, 80], help="nested program sizes, in levels (default: 20 80)"
+    )
+    parser.add_argument(
+        "--level-repeats", type=int, nargs="+", default=[5, 3], help="repetitions per nested size (default: 5 3)"
+    )
+    parser.add_argument(
+        "--torch-cases", nargs="*", default=None, help="torch models to convert (default: every case of the test suite)"
+    )
     parser.add_argument("--torch-repeats", type=int, default=3)
     parser.add_argument("--no-torch", action="store_true", help="skip the torch conversions")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"output directory (default: {RESULTS})")
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny programs, one repetition, one torch model (sizes given explicitly win)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny programs, one repetition, one torch model (sizes given explicitly win)",
+    )
     parser.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
     args = parser.parse_args(argv)
     if args.quick:  # quick sizes, unless given explicitly
         parser.set_defaults(**QUICK)
         args = parser.parse_args(argv)
-    for sizes, repeats, flag in ((args.layers, args.repeats, "--repeats"),
-                                 (args.levels, args.level_repeats, "--level-repeats")):
+    for sizes, repeats, flag in (
+        (args.layers, args.repeats, "--repeats"),
+        (args.levels, args.level_repeats, "--level-repeats"),
+    ):
         if len(sizes) != len(repeats):
             parser.error(f"{flag} needs one count per size: {len(sizes)} sizes, {len(repeats)} counts")
     return args
@@ -64,8 +86,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def specs(args: argparse.Namespace) -> list[tuple[ProgramSpec, int]]:
     """Each size where nothing matches, then where every window matches."""
     result = []
-    for family, sizes, repeats in (("streaming", args.layers, args.repeats),
-                                   ("nested", args.levels, args.level_repeats)):
+    for family, sizes, repeats in (
+        ("streaming", args.layers, args.repeats),
+        ("nested", args.levels, args.level_repeats),
+    ):
         for size, count in zip(sizes, repeats):
             result += [(ProgramSpec(family, size, False), count), (ProgramSpec(family, size, True), count)]
     return result
@@ -123,8 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()
     try:
         results = run_all(
-            specs(args), workloads, args.torch_repeats,
-            memory_spec=ProgramSpec("streaming", max(args.layers), True), progress=progress,
+            specs(args),
+            workloads,
+            args.torch_repeats,
+            memory_spec=ProgramSpec("streaming", max(args.layers), True),
+            progress=progress,
         )
     finally:
         gc.unfreeze()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 from coremltools.converters.mil.mil import Program
@@ -93,7 +94,7 @@ def program_costs(
                 if name in skip or spent.get(name, 0.0) > limit:
                     continue
                 graph_pass = _graph_pass(name)
-                seconds, _ = cpu_time(lambda: graph_pass(prog))
+                seconds, _ = cpu_time(partial(graph_pass, prog))
                 samples.add(name, seconds)
                 spent[name] = spent.get(name, 0.0) + seconds
                 if spec.match:
@@ -103,8 +104,12 @@ def program_costs(
         logger.info("%s: repetition %d of %d", spec.label, rep + 1, repeats)
     measured = [key for key in [BUILD, *names] if samples.count(key)]
     costs = ProgramCosts(
-        spec, ops, {key: samples.best(key) for key in measured},
-        {key: samples.count(key) for key in measured}, skip, rewritten,
+        spec,
+        ops,
+        {key: samples.best(key) for key in measured},
+        {key: samples.count(key) for key in measured},
+        skip,
+        rewritten,
     )
     if interpret:
         costs.interpreter = interpreter_seconds(prog, spec.inputs(prog), repeats)
@@ -123,7 +128,7 @@ def pass_calls(spec: ProgramSpec, costs: ProgramCosts, prog: Program, limit: flo
     names = [n for n in costs.seconds if n != BUILD and costs.seconds[n] * PROFILE_SLOWDOWN <= limit]
     if spec.match and names:
         prog = spec.build()
-    return {name: call_count(lambda: _graph_pass(name)(prog)) for name in names}
+    return {name: call_count(lambda name=name: _graph_pass(name)(prog)) for name in names}
 
 
 def _graph_pass(name: str) -> Callable[[Program], None]:
@@ -148,7 +153,9 @@ def projections(past: list[ProgramCosts], spec: ProgramSpec, limit: float = LIMI
             continue
         exponent = 1.0
         if earlier is not None and name in earlier.seconds and earlier.seconds[name] > 0:
-            exponent = max(1.0, math.log(seconds / earlier.seconds[name]) / math.log(last.spec.size / earlier.spec.size))
+            exponent = max(
+                1.0, math.log(seconds / earlier.seconds[name]) / math.log(last.spec.size / earlier.spec.size)
+            )
         projected = seconds * scale**exponent
         if projected > limit:
             skip[name] = projected
@@ -194,7 +201,7 @@ def memory_costs(spec: ProgramSpec, skip: set[str] = frozenset()) -> MemoryCosts
             if name in skip:
                 continue
             graph_pass = PASS_REGISTRY[name]
-            peak[name], kept[name], _ = traced_step(lambda: graph_pass(prog))
+            peak[name], kept[name], _ = traced_step(partial(graph_pass, prog))
     return MemoryCosts(spec, ops, program_bytes, peak, kept, [n for n in names if n in skip])
 
 

@@ -11,6 +11,9 @@ import importlib.abc
 import importlib.util
 import sys
 import warnings
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 
 MOVED = {
     "mil_passes.mlpackage": "mil_passes.package.io",
@@ -27,16 +30,18 @@ class _Alias(importlib.abc.Loader):
     def __init__(self, new: str) -> None:
         self.new = new
 
-    def create_module(self, spec):  # type: ignore[no-untyped-def]
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
         warnings.warn(f"{spec.name} moved to {self.new}", DeprecationWarning, stacklevel=3)
         return importlib.import_module(self.new)
 
-    def exec_module(self, module) -> None:  # type: ignore[no-untyped-def]
+    def exec_module(self, module: ModuleType) -> None:
         """Already executed under its new name."""
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path=None, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         new = MOVED.get(fullname)
         return importlib.util.spec_from_loader(fullname, _Alias(new)) if new else None
 

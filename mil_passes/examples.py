@@ -42,8 +42,7 @@ def streaming_cache_program(
     rng = np.random.default_rng(seed)
     scale = np.float32(1.0 / np.sqrt(kernel))
     weights = [
-        (rng.standard_normal((channels, 1, kernel), dtype=np.float32) * scale).astype(np_dtype)
-        for _ in range(layers)
+        (rng.standard_normal((channels, 1, kernel), dtype=np.float32) * scale).astype(np_dtype) for _ in range(layers)
     ]
     specs = [
         mb.TensorSpec((1, layers, channels, cached_frames), dtype=mil_dtype),
@@ -56,8 +55,11 @@ def streaming_cache_program(
         h, next_caches = x, []
         for layer in range(layers):
             layer_cache = mb.slice_by_index(
-                x=caches, begin=[layer, 0, 0, 0], end=[layer + 1, 0, 0, 0],
-                end_mask=[False, True, True, True], squeeze_mask=[True, False, False, False],
+                x=caches,
+                begin=[layer, 0, 0, 0],
+                end=[layer + 1, 0, 0, 0],
+                end_mask=[False, True, True, True],
+                squeeze_mask=[True, False, False, False],
                 name=f"layer{layer}_cache",
             )
             joined = mb.concat(values=(layer_cache, h), axis=-1, name=f"layer{layer}_joined")
@@ -65,11 +67,13 @@ def streaming_cache_program(
                 next_cache = _cache_from_inputs(layer_cache, h, cached_frames, new_frames, layer)
             else:
                 next_cache = mb.slice_by_index(
-                    x=joined, begin=[0, 0, -cached_frames], end=[0, 0, 0],
-                    end_mask=[True, True, True], name=f"layer{layer}_next_cache",
+                    x=joined,
+                    begin=[0, 0, -cached_frames],
+                    end=[0, 0, 0],
+                    end_mask=[True, True, True],
+                    name=f"layer{layer}_next_cache",
                 )
-            h = mb.conv(x=joined, weight=weights[layer], groups=channels, pad_type="valid",
-                        name=f"layer{layer}_conv")
+            h = mb.conv(x=joined, weight=weights[layer], groups=channels, pad_type="valid", name=f"layer{layer}_conv")
             next_caches.append(next_cache)
         stacked = mb.stack(values=next_caches, axis=0, name="next_caches")
         new_cache = mb.transpose(x=stacked, perm=[1, 0, 2, 3], name="new_cache")
@@ -83,11 +87,17 @@ def _cache_from_inputs(layer_cache, h, cached_frames: int, new_frames: int, laye
     name = f"layer{layer}_next_cache"
     if new_frames >= cached_frames:
         return mb.slice_by_index(
-            x=h, begin=[0, 0, new_frames - cached_frames], end=[0, 0, 0],
-            end_mask=[True, True, True], name=name,
+            x=h,
+            begin=[0, 0, new_frames - cached_frames],
+            end=[0, 0, 0],
+            end_mask=[True, True, True],
+            name=name,
         )
     kept = mb.slice_by_index(
-        x=layer_cache, begin=[0, 0, new_frames], end=[0, 0, 0],
-        end_mask=[True, True, True], name=f"{name}_kept",
+        x=layer_cache,
+        begin=[0, 0, new_frames],
+        end=[0, 0, 0],
+        end_mask=[True, True, True],
+        name=f"{name}_kept",
     )
     return mb.concat(values=(kept, h), axis=-1, name=name)

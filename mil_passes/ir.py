@@ -14,11 +14,7 @@ from coremltools.converters.mil.mil import Block, Operation, Program
 
 def iter_blocks(prog_or_block: Program | Block) -> Iterator[Block]:
     """Every block, outer before inner: functions, then nested blocks in op order."""
-    roots = (
-        list(prog_or_block.functions.values())
-        if isinstance(prog_or_block, Program)
-        else [prog_or_block]
-    )
+    roots = list(prog_or_block.functions.values()) if isinstance(prog_or_block, Program) else [prog_or_block]
     stack = list(reversed(roots))
     while stack:
         block = stack.pop()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +58,10 @@ def test_quick_run_writes_every_table(quick_run):
     passes = _section(tables, "Each pass where nothing matches")
     assert passes[0] == ["program", "ops", "build", "dead_code_elimination", "sweep (iter_ops)", *SHORT]
     assert [row[0] for row in passes[1:]] == [
-        "streaming 2 layers", "streaming 8 layers", "nested 2 levels", "nested 6 levels"
+        "streaming 2 layers",
+        "streaming 8 layers",
+        "nested 2 levels",
+        "nested 6 levels",
     ]
     for row in passes[1:]:
         assert all(CELL.match(cell) for cell in row[4:]), row
@@ -79,8 +81,11 @@ def test_quick_run_writes_every_table(quick_run):
     assert len(interpreter) == 1 + 4 + 1  # four programs where nothing matches, one torch model
 
     memory = _section(tables, "Peak memory")
-    assert [row[0] for row in memory[1:]] == ["dead_code_elimination", *(
-        s for s in SHORT if s != "concat_slice_to_slice_concat"), "concat_slice_to_slice_concat"]
+    assert [row[0] for row in memory[1:]] == [
+        "dead_code_elimination",
+        *(s for s in SHORT if s != "concat_slice_to_slice_concat"),
+        "concat_slice_to_slice_concat",
+    ]
 
     targets = _section(tables, "Targets")
     assert len(targets) == 1 + 4
@@ -99,8 +104,10 @@ def test_quick_run_writes_plot_and_json(quick_run):
 
 @pytest.mark.parametrize("levels", [1, 3])
 def test_nested_program_forms_compute_the_same(levels):
-    feeds = {"x": np.random.default_rng(0).standard_normal((1, 8, 4)).astype(np.float32),
-             "steps": np.ones((1,), np.int32)}
+    feeds = {
+        "x": np.random.default_rng(0).standard_normal((1, 8, 4)).astype(np.float32),
+        "steps": np.ones((1,), np.int32),
+    }
     matching, plain = nested_program(levels, match=True), nested_program(levels, match=False)
     expected = list(evaluate(plain, feeds).values())
     assert [np.array_equal(a, b) for a, b in zip(evaluate(matching, feeds).values(), expected)] == [True]
@@ -143,8 +150,9 @@ def test_match_programs_take_one_rewrite_per_build():
 
 def _costs(size: int, seconds: float, skipped: dict | None = None) -> suites.ProgramCosts:
     spec = ProgramSpec("streaming", size, True)
-    return suites.ProgramCosts(spec, size * 19, {suites.BUILD: size * 1e-3, suites.STREAMING_PASS: seconds},
-                               {}, skipped or {})
+    return suites.ProgramCosts(
+        spec, size * 19, {suites.BUILD: size * 1e-3, suites.STREAMING_PASS: seconds}, {}, skipped or {}
+    )
 
 
 def test_projections_skip_a_pass_growing_past_the_limit():

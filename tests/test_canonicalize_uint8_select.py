@@ -44,6 +44,7 @@ WRAPPING_INTS = [256, -256, 512, 65280, 32768, -32768, 65536, 131072, 16777216] 
 
 # -- helpers ----------------------------------------------------------------------------------
 
+
 def program(*specs, opset=IOS17):
     """``@program(("x", (2, 2), FP32), …)``: a decorator building an mb.program with named inputs."""
     input_specs = [mb.TensorSpec(shape, dtype=dtype) for _, shape, dtype in specs]
@@ -117,6 +118,7 @@ def feeds(**arrays):
 
 # -- the docstring's example -------------------------------------------------------------------
 
+
 def _docstring_example():
     @program(("x", (2, 2), FP32), ("y", (2, 2), FP32), ("z", (2, 2), FP32))
     def prog(x, y, z):
@@ -145,6 +147,7 @@ def test_docstring_example():
 
 
 # -- rule 1: round trips of a bool ------------------------------------------------------------
+
 
 def _comparison_round_trip():
     @program(("x", (2, 2), FP32), ("y", (2, 2), FP32))
@@ -321,6 +324,7 @@ def test_chain_from_a_float_is_not_a_round_trip():
 
 # -- rule 2: other casts to bool --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [FP32, FP16, INT32])
 def test_cast_to_bool_becomes_not_equal_zero(dtype):
     def build():
@@ -386,6 +390,7 @@ def test_new_names_never_reuse_an_existing_name():
 
 # -- rule 3: logical_not ----------------------------------------------------------------------
 
+
 def _select_of_not(keep_not: bool = False):
     @program(("c", (2, 3), BOOL), ("a", (2, 3), FP32), ("b", (2, 3), FP32))
     def prog(c, a, b):
@@ -443,6 +448,7 @@ def test_single_logical_not_is_refused():
 
 
 # -- rule 4: select of ones and zeros ---------------------------------------------------------
+
 
 def _select_constants(dtype, a, b, cond_shape=(2, 2), negate=False):
     @program(("c", cond_shape, BOOL))
@@ -526,6 +532,7 @@ def test_select_refuses_operands_that_are_not_constant():
 
 
 # -- blocks and scopes ------------------------------------------------------------------------
+
 
 def _nested():
     @program(("x", (2, 3), FP32), ("p", (1,), BOOL))
@@ -626,6 +633,7 @@ def test_ops_no_rule_applies_to_are_not_reported():
 
 
 # -- the pywebnn coverage cases, as a WebNN converter emits them --------------------------------
+
 
 def _logical_and_of_floats():
     """logical_and(x, y), x and y fp32: the converter casts each input to bool."""
@@ -734,9 +742,7 @@ def test_duplicate_bool_temporaries_of_the_first_converter_are_gone():
     before = _logical_and_of_comparisons(duplicate_names=True)
     names = [out.name for op in iter_ops(before) for out in op.outputs if op.op_type != "const"]
     assert Counter(names)["gt_bool"] == 2
-    after = check_pass(
-        lambda: _logical_and_of_comparisons(duplicate_names=True), _empty_pipeline_with_pass()
-    )
+    after = check_pass(lambda: _logical_and_of_comparisons(duplicate_names=True), _empty_pipeline_with_pass())
     assert mil(after) == [
         "%gt_bool = greater(x=%x, y=%y)",
         "%lt_bool = less(x=%x, y=%z)",
@@ -808,6 +814,7 @@ def test_truthiness_is_exact_on_special_values(case):
 
 
 # -- random programs (the generator of issue #3, with round trips planted) ---------------------
+
 
 def _evaluates(drawn) -> bool:
     """Whether the drawn program itself runs in the reference interpreter. The few that do not

@@ -9,15 +9,12 @@ import numpy as np
 import pytest
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol, types
-from coremltools.converters.mil.mil.scope import ScopeSource
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-import mil_passes
 from mil_passes.examples import streaming_cache_program
 from mil_passes.passes._windows import Piece, index_bounds, pieces_of
 from mil_passes.passes.concat_slice_to_slice_concat import ConcatSliceToSliceConcat
-from mil_passes.reference import evaluate
 from mil_passes.ir import iter_ops
 from mil_passes.testing import check_pass, op_counts
 
@@ -40,7 +37,8 @@ def mil(prog) -> str:
 
 def windows_on_concats(prog) -> list:
     return [
-        op for op in iter_ops(prog)
+        op
+        for op in iter_ops(prog)
         if op.op_type in WINDOW_TYPES and op.x.op is not None and op.x.op.op_type == "concat"
     ]
 
@@ -57,22 +55,23 @@ def streaming():
     @program((1, 4, 8), (1, 4, 7))
     def prog(cache, x):
         joined = mb.concat(values=(cache, x), axis=-1, name="joined")
-        return mb.slice_by_index(
-            x=joined, begin=[0, 0, -8], end=[0, 0, 0], end_mask=[T, T, T], name="next_cache"
-        )
+        return mb.slice_by_index(x=joined, begin=[0, 0, -8], end=[0, 0, 0], end_mask=[T, T, T], name="next_cache")
 
     return prog
 
 
-STREAMING = """
+STREAMING = (
+    """
 %joined = concat(values=(%cache, %x), axis=-1, interleave=False)
 %next_cache = slice_by_index(x=%joined, begin=[0, 0, -8], end=[0, 0, 0], end_mask=[True, True, True])
 } -> (%next_cache)
-""", """
+""",
+    """
 %next_cache_piece0 = slice_by_index(x=%cache, begin=[0, 0, 7], end=[1, 4, 8])
 %next_cache = concat(values=(%next_cache_piece0, %x), axis=2, interleave=False)
 } -> (%next_cache)
-"""
+""",
+)
 
 
 def inside_one_input():
@@ -84,14 +83,17 @@ def inside_one_input():
     return prog
 
 
-INSIDE_ONE_INPUT = """
+INSIDE_ONE_INPUT = (
+    """
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
 %window = slice_by_index(x=%ab, begin=[0, 5], end=[0, 7], end_mask=[True, False])
 } -> (%window)
-""", """
+""",
+    """
 %window = slice_by_index(x=%b, begin=[0, 1], end=[2, 3])
 } -> (%window)
-"""
+""",
+)
 
 
 def whole_input():
@@ -104,15 +106,18 @@ def whole_input():
     return prog
 
 
-WHOLE_INPUT = """
+WHOLE_INPUT = (
+    """
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
 %window = slice_by_index(x=%ab, begin=[0, 3], end=[0, 0], end_mask=[True, True])
 %y = relu(x=%window)
 } -> (%y)
-""", """
+""",
+    """
 %y = relu(x=%b)
 } -> (%y)
-"""
+""",
+)
 
 
 def masks():
@@ -126,18 +131,21 @@ def masks():
     return prog
 
 
-MASKS = """
+MASKS = (
+    """
 %abc = concat(values=(%a, %b, %c), axis=1, interleave=False)
 %head = slice_by_index(x=%abc, begin=[0, 99], end=[0, 5], begin_mask=[True, True], end_mask=[True, False])
 %tail = slice_by_index(x=%abc, begin=[0, -4], end=[0, 99], end_mask=[True, True])
 } -> (%head, %tail)
-""", """
+""",
+    """
 %head_piece1 = slice_by_index(x=%b, begin=[0, 0], end=[2, 2])
 %head = concat(values=(%a, %head_piece1), axis=1, interleave=False)
 %tail_piece0 = slice_by_index(x=%b, begin=[0, 2], end=[2, 4])
 %tail = concat(values=(%tail_piece0, %c), axis=1, interleave=False)
 } -> (%head, %tail)
-"""
+""",
+)
 
 
 def strides():
@@ -157,12 +165,14 @@ def strides():
 
 # every_third reads positions 1, 4 | 7, 10: a[1:5:3] then b[2:6:3] (the phase carries over);
 # backwards reads 10, 8, 6 | 4, 2, 0: b[5:0:-2] then a[4::-2] (end_mask: down past 0).
-STRIDES = """
+STRIDES = (
+    """
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
 %every_third = slice_by_index(x=%ab, begin=[0, 1], end=[0, 0], stride=[1, 3], end_mask=[True, True])
 %backwards = slice_by_index(x=%ab, begin=[0, -1], end=[0, 0], stride=[1, -2], end_mask=[True, True])
 } -> (%every_third, %backwards)
-""", """
+""",
+    """
 %every_third_piece0 = slice_by_index(x=%a, begin=[0, 1], end=[1, 5], stride=[1, 3])
 %every_third_piece1 = slice_by_index(x=%b, begin=[0, 2], end=[1, 6], stride=[1, 3])
 %every_third = concat(values=(%every_third_piece0, %every_third_piece1), axis=1, interleave=False)
@@ -170,7 +180,8 @@ STRIDES = """
 %backwards_piece1 = slice_by_index(x=%a, begin=[0, 4], end=[1, 0], stride=[1, -2], end_mask=[False, True])
 %backwards = concat(values=(%backwards_piece0, %backwards_piece1), axis=1, interleave=False)
 } -> (%every_third, %backwards)
-"""
+""",
+)
 
 
 def other_axes():
@@ -182,16 +193,19 @@ def other_axes():
     return prog
 
 
-OTHER_AXES = """
+OTHER_AXES = (
+    """
 %ab = concat(values=(%a, %b), axis=2, interleave=False)
 %window = slice_by_index(x=%ab, begin=[1, 0, 1], end=[3, 4, 5], stride=[1, 2, 1])
 } -> (%window)
-""", """
+""",
+    """
 %window_piece0 = slice_by_index(x=%a, begin=[1, 0, 1], end=[3, 3, 2], stride=[1, 2, 1])
 %window_piece1 = slice_by_index(x=%b, begin=[1, 0, 0], end=[3, 3, 3], stride=[1, 2, 1])
 %window = concat(values=(%window_piece0, %window_piece1), axis=2, interleave=False)
 } -> (%window)
-"""
+""",
+)
 
 
 def squeezes():
@@ -211,18 +225,21 @@ def squeezes():
 
 # Squeezing the concat axis reads one element: one piece. Squeezing axis 1 renumbers the
 # concat axis 2 to 1 in the result.
-SQUEEZES = """
+SQUEEZES = (
+    """
 %ab = concat(values=(%a, %b), axis=2, interleave=False)
 %frame = slice_by_index(x=%ab, begin=[0, 0, -3], end=[0, 0, 0], end_mask=[True, True, True], squeeze_mask=[False, False, True])
 %row = slice_by_index(x=%ab, begin=[0, 2, 1], end=[0, 0, 4], end_mask=[True, False, False], squeeze_mask=[False, True, False])
 } -> (%frame, %row)
-""", """
+""",
+    """
 %frame = slice_by_index(x=%b, begin=[0, 0, 2], end=[3, 4, 3], squeeze_mask=[False, False, True])
 %row_piece0 = slice_by_index(x=%a, begin=[0, 2, 1], end=[3, 3, 2], squeeze_mask=[False, True, False])
 %row_piece1 = slice_by_index(x=%b, begin=[0, 2, 0], end=[3, 3, 2], squeeze_mask=[False, True, False])
 %row = concat(values=(%row_piece0, %row_piece1), axis=1, interleave=False)
 } -> (%frame, %row)
-"""
+""",
+)
 
 
 def misses_inputs():
@@ -234,16 +251,19 @@ def misses_inputs():
     return prog
 
 
-MISSES_INPUTS = """
+MISSES_INPUTS = (
+    """
 %five = concat(values=(%a, %b, %c, %d, %e), axis=-1, interleave=False)
 %window = slice_by_index(x=%five, begin=[0, 5], end=[0, 11], end_mask=[True, False])
 } -> (%window)
-""", """
+""",
+    """
 %window_piece0 = slice_by_index(x=%b, begin=[0, 2], end=[2, 4])
 %window_piece2 = slice_by_index(x=%d, begin=[0, 0], end=[2, 2])
 %window = concat(values=(%window_piece0, %c, %window_piece2), axis=1, interleave=False)
 } -> (%window)
-"""
+""",
+)
 
 
 def concats_of_concats():
@@ -262,7 +282,8 @@ def concats_of_concats():
 
 # The slices of %ab and %inner the first round builds are windows of concats again: the
 # rewriter re-visits them.
-CONCATS_OF_CONCATS = """
+CONCATS_OF_CONCATS = (
+    """
 %ab = concat(values=(%a, %b), axis=0, interleave=False)
 %abc = concat(values=(%ab, %c), axis=1, interleave=False)
 %inner = concat(values=(%a, %b), axis=1, interleave=False)
@@ -270,7 +291,8 @@ CONCATS_OF_CONCATS = """
 %across = slice_by_index(x=%abc, begin=[1, 2], end=[3, 4])
 %deep = slice_by_index(x=%outer, begin=[0, 2], end=[0, 8], end_mask=[True, False])
 } -> (%across, %deep)
-""", """
+""",
+    """
 %across_piece0_piece0 = slice_by_index(x=%a, begin=[1, 2], end=[2, 3])
 %across_piece0_piece1 = slice_by_index(x=%b, begin=[0, 2], end=[1, 3])
 %across_piece0_concat = concat(values=(%across_piece0_piece0, %across_piece0_piece1), axis=0, interleave=False)
@@ -281,7 +303,8 @@ CONCATS_OF_CONCATS = """
 %deep_piece1 = slice_by_index(x=%a, begin=[0, 0], end=[2, 2])
 %deep = concat(values=(%deep_piece0_concat, %deep_piece1), axis=1, interleave=False)
 } -> (%across, %deep)
-"""
+""",
+)
 
 
 def by_size():
@@ -295,12 +318,14 @@ def by_size():
     return prog
 
 
-BY_SIZE = """
+BY_SIZE = (
+    """
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
 %sized = slice_by_size(x=%ab, begin=[0, 2], size=[-1, 3])
 %tail = slice_by_size(x=%ab, begin=[1, 1], size=[1, -1])
 } -> (%sized, %tail)
-""", """
+""",
+    """
 %sized_piece0 = slice_by_size(x=%a, begin=[0, 2], size=[-1, 1])
 %sized_piece1 = slice_by_size(x=%b, begin=[0, 0], size=[-1, 2])
 %sized = concat(values=(%sized_piece0, %sized_piece1), axis=1, interleave=False)
@@ -308,7 +333,8 @@ BY_SIZE = """
 %tail_piece1 = slice_by_size(x=%b, begin=[1, 0], size=[1, 4])
 %tail = concat(values=(%tail_piece0, %tail_piece1), axis=1, interleave=False)
 } -> (%sized, %tail)
-"""
+""",
+)
 
 
 def splits():
@@ -323,12 +349,14 @@ def splits():
 
 
 # Every output of a split is a window; unused outputs get no pieces.
-SPLITS = """
+SPLITS = (
+    """
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
 %parts_0, %parts_1, %parts_2 = split(x=%ab, split_sizes=[2, 2, 3], axis=1)
 %columns_0, %columns_1, %columns_2, %columns_3, %columns_4, %columns_5, %columns_6 = split(x=%ab, num_splits=7, axis=-1)
 } -> (%parts_0, %parts_1, %parts_2, %columns_3, %columns_5)
-""", """
+""",
+    """
 %parts_0 = slice_by_index(x=%a, begin=[0, 0], end=[2, 2])
 %parts_1_piece0 = slice_by_index(x=%a, begin=[0, 2], end=[2, 3])
 %parts_1_piece1 = slice_by_index(x=%b, begin=[0, 0], end=[2, 1])
@@ -337,7 +365,8 @@ SPLITS = """
 %columns_3 = slice_by_index(x=%b, begin=[0, 0], end=[2, 1])
 %columns_5 = slice_by_index(x=%b, begin=[0, 2], end=[2, 3])
 } -> (%parts_0, %parts_1, %parts_2, %columns_3, %columns_5)
-"""
+""",
+)
 
 
 def symbolic_batch():
@@ -354,13 +383,15 @@ def symbolic_batch():
     return prog
 
 
-SYMBOLIC_BATCH = """
+SYMBOLIC_BATCH = (
+    """
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
 %last_row = slice_by_index(x=%ab, begin=[-1, 2], end=[0, 5], end_mask=[True, False])
 %sized = slice_by_size(x=%ab, begin=[0, 1], size=[-1, 5])
 %halves_0, %halves_1 = split(x=%ab, split_sizes=[2, 5], axis=1)
 } -> (%last_row, %sized, %halves_0)
-""", """
+""",
+    """
 %last_row_piece0 = slice_by_index(x=%a, begin=[-1, 2], end=[0, 3], end_mask=[True, False])
 %last_row_piece1 = slice_by_index(x=%b, begin=[-1, 0], end=[0, 2], end_mask=[True, False])
 %last_row = concat(values=(%last_row_piece0, %last_row_piece1), axis=1, interleave=False)
@@ -369,7 +400,8 @@ SYMBOLIC_BATCH = """
 %sized = concat(values=(%sized_piece0, %sized_piece1), axis=1, interleave=False)
 %halves_0 = slice_by_index(x=%a, begin=[0, 0], end=[0, 2], end_mask=[True, False])
 } -> (%last_row, %sized, %halves_0)
-"""
+""",
+)
 
 
 def in_cond():
@@ -390,7 +422,8 @@ def in_cond():
 
 
 # The concat sits outside the branches; the else window is %a whole.
-IN_COND = """
+IN_COND = (
+    """
 %total = reduce_sum(x=%a, keep_dims=False)
 %flag = greater(x=%total, y=0.0)
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
@@ -400,7 +433,8 @@ IN_COND = """
 %else_window = slice_by_index(x=%ab, begin=[0, 0], end=[0, 3], end_mask=[True, False])
 } -> (%else_window)
 } -> (%branch)
-""", """
+""",
+    """
 %total = reduce_sum(x=%a, keep_dims=False)
 %flag = greater(x=%total, y=0.0)
 %branch = cond(pred=%flag)
@@ -410,7 +444,8 @@ IN_COND = """
 } -> (%then_window_concat)
 } -> (%a)
 } -> (%branch)
-"""
+""",
+)
 
 
 def in_while_loop():
@@ -440,7 +475,8 @@ def in_while_loop_mil(prog) -> str:
     return re.sub(r"_\d+(?=\b|_)", "", mil(prog))
 
 
-IN_WHILE_LOOP = """
+IN_WHILE_LOOP = (
+    """
 %loop, %loop = while_loop(loop_vars=(%cache, %steps))
 %reduce_sum = reduce_sum(x=%steps_x0, keep_dims=False)
 %less = less(x=%reduce_sum, y=3)
@@ -450,7 +486,8 @@ IN_WHILE_LOOP = """
 %add = add(x=%steps_x0, y=1)
 } -> (%slice_by_index, %add)
 } -> (%loop)
-""", """
+""",
+    """
 %loop, %loop = while_loop(loop_vars=(%cache, %steps))
 %reduce_sum = reduce_sum(x=%steps_x0, keep_dims=False)
 %less = less(x=%reduce_sum, y=3)
@@ -460,7 +497,8 @@ IN_WHILE_LOOP = """
 %add = add(x=%steps_x0, y=1)
 } -> (%slice_by_index_concat, %add)
 } -> (%loop)
-"""
+""",
+)
 
 
 def concat_used_elsewhere():
@@ -474,19 +512,22 @@ def concat_used_elsewhere():
 
 
 # The concat stays for its other uses (one of them a function output).
-CONCAT_USED_ELSEWHERE = """
+CONCAT_USED_ELSEWHERE = (
+    """
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
 %window = slice_by_index(x=%ab, begin=[0, 2], end=[0, 4], end_mask=[True, False])
 %activated = relu(x=%ab)
 } -> (%ab, %activated, %window)
-""", """
+""",
+    """
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
 %window_piece0 = slice_by_index(x=%a, begin=[0, 2], end=[2, 3])
 %window_piece1 = slice_by_index(x=%b, begin=[0, 0], end=[2, 1])
 %window = concat(values=(%window_piece0, %window_piece1), axis=1, interleave=False)
 %activated = relu(x=%ab)
 } -> (%ab, %activated, %window)
-"""
+""",
+)
 
 
 def whole_concat():
@@ -500,16 +541,19 @@ def whole_concat():
 
 
 # A window of everything is the concat's output; it takes the function output's name.
-WHOLE_CONCAT = """
+WHOLE_CONCAT = (
+    """
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
 %window = slice_by_index(x=%ab, begin=[0, 0], end=[0, 0], end_mask=[True, True])
 %y = relu(x=%window)
 } -> (%y, %window)
-""", """
+""",
+    """
 %window = concat(values=(%a, %b), axis=1, interleave=False)
 %y = relu(x=%window)
 } -> (%y, %window)
-"""
+""",
+)
 
 
 def window_of_input_output():
@@ -522,14 +566,17 @@ def window_of_input_output():
 
 
 # The window is input %a whole, and a function output: an identity keeps its name.
-WINDOW_OF_INPUT_OUTPUT = """
+WINDOW_OF_INPUT_OUTPUT = (
+    """
 %ab = concat(values=(%a, %b), axis=1, interleave=False)
 %window = slice_by_index(x=%ab, begin=[0, 0], end=[0, 3], end_mask=[True, False])
 } -> (%window, %a)
-""", """
+""",
+    """
 %window = identity(x=%a)
 } -> (%window, %a)
-"""
+""",
+)
 
 FORMS = {
     "streaming": (streaming, STREAMING),
@@ -563,11 +610,15 @@ def test_form(form):
 def test_form_in_while_loop():
     before, after = IN_WHILE_LOOP
     assert in_while_loop_mil(in_while_loop()) == before.strip()
-    rewritten = check_pass(in_while_loop, PASS, inputs={
-        "cache": np.arange(16, dtype=np.float32).reshape(2, 8),
-        "x": -np.arange(12, dtype=np.float32).reshape(2, 6),
-        "steps": np.array([0], dtype=np.int32),
-    })
+    rewritten = check_pass(
+        in_while_loop,
+        PASS,
+        inputs={
+            "cache": np.arange(16, dtype=np.float32).reshape(2, 8),
+            "x": -np.arange(12, dtype=np.float32).reshape(2, 6),
+            "steps": np.array([0], dtype=np.int32),
+        },
+    )
     assert in_while_loop_mil(rewritten) == after.strip()
     assert windows_on_concats(rewritten) == []
 
@@ -594,10 +645,13 @@ def test_squeeze_with_begin_mask_reads_position_0():
         )
 
     ConcatSliceToSliceConcat()(prog)
-    assert mil(prog) == """
+    assert (
+        mil(prog)
+        == """
 %row = slice_by_index(x=%a, begin=[0, 0], end=[1, 3], squeeze_mask=[True, False])
 } -> (%row)
 """.strip()
+    )
 
 
 @pytest.mark.parametrize(
@@ -617,8 +671,14 @@ def test_pieces_of(selected, sizes, pieces):
 
 @pytest.mark.parametrize(
     "part, bounds",
-    [(range(7, 8), (7, 8, 1)), (range(1, 5, 3), (1, 5, 3)), (range(4, -2, -2), (4, None, -2)),
-     (range(5, 0, -2), (5, 0, -2)), (range(2, 3, 99), (2, 3, 1)), (range(0), (0, 0, 1))],
+    [
+        (range(7, 8), (7, 8, 1)),
+        (range(1, 5, 3), (1, 5, 3)),
+        (range(4, -2, -2), (4, None, -2)),
+        (range(5, 0, -2), (5, 0, -2)),
+        (range(2, 3, 99), (2, 3, 1)),
+        (range(0), (0, 0, 1)),
+    ],
 )
 def test_index_bounds(part, bounds):
     assert index_bounds(part) == bounds
@@ -703,15 +763,15 @@ REFUSALS = {
     "runtime_begin": (runtime_begin, "slice_by_index 'window': begin known only at run time"),
     "runtime_size": (runtime_size, "slice_by_size 'window': size known only at run time"),
     "runtime_concat_size": (
-        runtime_concat_size, "slice_by_index 'window': concat input 'x' has a run-time size on axis 2"
+        runtime_concat_size,
+        "slice_by_index 'window': concat input 'x' has a run-time size on axis 2",
     ),
     "interleave": (interleaved, "slice_by_index 'window': concat 'ab' interleaves its inputs"),
-    "split_other_axis": (
-        split_other_axis, "split 'rows': splits axis 0, not the concat axis 1: no window to move"
-    ),
+    "split_other_axis": (split_other_axis, "split 'rows': splits axis 0, not the concat axis 1: no window to move"),
     "empty_window": (empty_window, "slice_by_index 'window': 'window' reads no element of the concat axis"),
     "mistyped_slice_by_size": (
-        mistyped_size, "slice_by_size 'window': begin -2 with size -1 on axis 1: its declared type is wrong"
+        mistyped_size,
+        "slice_by_size 'window': begin -2 with size -1 on axis 1: its declared type is wrong",
     ),
 }
 
@@ -864,8 +924,11 @@ def test_streaming_program_end_to_end(tmp_path):
 
     pipeline = ct.PassPipeline(pass_names=[PASS], pipeline_name="EMPTY+concat_slice_to_slice_concat")
     mlmodel = ct.convert(
-        build(), convert_to="mlprogram", pass_pipeline=pipeline,
-        minimum_deployment_target=IOS17, skip_model_load=True,
+        build(),
+        convert_to="mlprogram",
+        pass_pipeline=pipeline,
+        minimum_deployment_target=IOS17,
+        skip_model_load=True,
     )
     assert windows_on_concats(mlmodel._mil_program) == []
     path = tmp_path / "streaming.mlpackage"

@@ -28,7 +28,7 @@ class CausalConvStack(torch.nn.Module):
         next_caches = []
         for layer, conv in enumerate(self.convs):
             joined = torch.cat([cache[layer], x], -1)
-            next_caches.append(joined[:, :, -self.cache_len:])
+            next_caches.append(joined[:, :, -self.cache_len :])
             x = torch.relu(conv(joined))
         return x, torch.stack(next_caches)
 
@@ -37,7 +37,7 @@ def update_cache(cache, x, cache_len: int, new_frames: int):
     """The README's recommended update: the last ``cache_len`` frames of cat([cache, x], -1),
     cut from the concat's inputs (sizes as Python ints: traced shapes do not convert)."""
     if new_frames >= cache_len:
-        return x[..., new_frames - cache_len:]
+        return x[..., new_frames - cache_len :]
     return torch.cat([cache[..., new_frames:], x], dim=-1)
 
 
@@ -55,8 +55,11 @@ def convert(model, x, cache, pipeline):
     return ct.convert(
         traced,
         inputs=[ct.TensorType(name="x", shape=x.shape), ct.TensorType(name="cache", shape=cache.shape)],
-        convert_to="mlprogram", pass_pipeline=pipeline,
-        compute_precision=ct.precision.FLOAT32, minimum_deployment_target=ct.target.iOS17, skip_model_load=True,
+        convert_to="mlprogram",
+        pass_pipeline=pipeline,
+        compute_precision=ct.precision.FLOAT32,
+        minimum_deployment_target=ct.target.iOS17,
+        skip_model_load=True,
     )
 
 
@@ -87,7 +90,8 @@ def test_nemo_style_torch_model():
     prog = convert(model, x, cache, mil_passes.pipeline())._mil_program
     assert windows_on_concats(prog) == []
     built = [
-        op for op in iter_ops(prog)
+        op
+        for op in iter_ops(prog)
         if op.op_type != "const" and "ConcatSliceToSliceConcat" in op.scopes.get(ScopeSource.COREMLTOOLS_GRAPH_PASS, ())
     ]
     assert sorted(op.op_type for op in built) == ["concat"] * 3 + ["slice_by_index"] * 3

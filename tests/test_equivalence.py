@@ -27,7 +27,9 @@ def test_equal_programs_are_equivalent():
 
 
 def test_different_outputs_name_the_output_worst_element_and_values():
-    with pytest.raises(AssertionError, match=r"output 'out' differs at 6 of 6 elements; worst at index \(\d, \d\): before"):
+    with pytest.raises(
+        AssertionError, match=r"output 'out' differs at 6 of 6 elements; worst at index \(\d, \d\): before"
+    ):
         assert_equivalent(build(1.0), build(1.5))
 
 
@@ -58,7 +60,11 @@ def test_random_inputs_cover_dtypes_and_symbolic_sizes():
     batch = get_new_symbol()
 
     @mb.program(
-        input_specs=[mb.TensorSpec((batch, 2)), mb.TensorSpec((batch,), dtype=types.int32), mb.TensorSpec((4,), dtype=types.bool)],
+        input_specs=[
+            mb.TensorSpec((batch, 2)),
+            mb.TensorSpec((batch,), dtype=types.int32),
+            mb.TensorSpec((4,), dtype=types.bool),
+        ],
         opset_version=IOS17,
     )
     def prog(x, n, b):

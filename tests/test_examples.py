@@ -11,7 +11,8 @@ from mil_passes.testing import assert_equivalent, interface, op_counts, random_i
 
 def _windows_on_concats(prog):
     return [
-        op for op in prog.functions["main"].operations
+        op
+        for op in prog.functions["main"].operations
         if op.op_type == "slice_by_index" and op.x.op is not None and op.x.op.op_type == "concat"
     ]
 
@@ -26,7 +27,7 @@ def test_streaming_program_is_the_reported_reproducer():
     windows = _windows_on_concats(prog)
     assert [w.name for w in windows] == ["layer0_next_cache", "layer1_next_cache", "layer2_next_cache"]
     assert (
-        '%layer1_next_cache: (1, 16, 8, fp16)(Tensor) = slice_by_index(x=%layer1_joined, '
+        "%layer1_next_cache: (1, 16, 8, fp16)(Tensor) = slice_by_index(x=%layer1_joined, "
         'begin=[0, 0, -8], end=[0, 0, 0], end_mask=[True, True, True], name="layer1_next_cache")'
     ) in str(prog)
     conv = prog.functions["main"].find_ops(op_type="conv")[0]
@@ -47,7 +48,10 @@ def test_next_cache_is_the_last_cached_frames_of_cache_and_input():
 def test_windows_on_inputs_computes_the_same(new_frames, cached_frames):
     def build(windows_on_inputs):
         return streaming_cache_program(
-            layers=3, channels=4, new_frames=new_frames, cached_frames=cached_frames,
+            layers=3,
+            channels=4,
+            new_frames=new_frames,
+            cached_frames=cached_frames,
             windows_on_inputs=windows_on_inputs,
         )
 

@@ -355,9 +355,7 @@ def test_functions_may_share_interface_names():
     assert [list(f.inputs) for f in prog.functions.values()] == [["x"], ["x"]]
     assert [[v.name for v in f.outputs] for f in prog.functions.values()] == [["out"], ["out"]]
     feeds = random_inputs(build(), function="second")
-    np.testing.assert_array_equal(
-        evaluate(build(), feeds, "second")["out"], evaluate(prog, feeds, "second")["out"]
-    )
+    np.testing.assert_array_equal(evaluate(build(), feeds, "second")["out"], evaluate(prog, feeds, "second")["out"])
 
 
 # -- against coremltools' dedup_op_and_var_names ------------------------------------------------
@@ -463,9 +461,7 @@ def test_reloaded_while_loop_keeps_one_name_per_loop_value(tmp_path):
     assert cond_block.inputs[1].name == body_block.inputs[1].name == "t_2"
     assert_unique(reloaded)
     feeds = random_inputs(nested_while_loop())
-    np.testing.assert_array_equal(
-        evaluate(reloaded, feeds)["out"], evaluate(nested_while_loop(), feeds)["out"]
-    )
+    np.testing.assert_array_equal(evaluate(reloaded, feeds)["out"], evaluate(nested_while_loop(), feeds)["out"])
 
 
 def test_round_trip_webnn(tmp_path):
@@ -533,9 +529,7 @@ def interface_clash(prog: Program) -> bool:
     func = prog.functions["main"]
     outputs = list(dict.fromkeys(func.outputs))
     names = [v.name for v in outputs]
-    return len(set(names)) < len(names) or any(
-        v.name in func.inputs and func.inputs[v.name] is not v for v in outputs
-    )
+    return len(set(names)) < len(names) or any(v.name in func.inputs and func.inputs[v.name] is not v for v in outputs)
 
 
 @given(programs())

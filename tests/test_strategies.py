@@ -19,7 +19,7 @@ from mil_passes.testing import apply_pass
 from mil_passes.testing.grower import MAX_SYMBOL
 from mil_passes.testing.op_table import OP_TABLE
 from mil_passes.testing.plants import PLANTS
-from mil_passes.testing.recipe import DTYPES, TensorType, program_text
+from mil_passes.testing.recipe import DTYPES, Step, TensorType, program_text, replay_step
 from mil_passes.testing.strategies import (
     arrays,
     dtypes,
@@ -31,8 +31,9 @@ from mil_passes.testing.strategies import (
 )
 
 OPSETS = (ct.target.iOS15, ct.target.iOS16, ct.target.iOS17, ct.target.iOS18)
-MANY = settings(max_examples=120, deadline=None, derandomize=True, database=None,
-                suppress_health_check=list(HealthCheck))
+MANY = settings(
+    max_examples=120, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 
 
 FIRST = settings(MANY, phases=[Phase.generate])  # find() without shrinking
@@ -198,3 +199,8 @@ def test_feeds_fit_a_program_with_a_shared_symbolic_dim(data):
     evaluate(prog, feed)
     fixed = data.draw(feeds(prog, sizes={"S0": 4}))
     assert fixed["a"].shape == (4, 3)
+
+
+def test_a_cond_step_without_branches_is_refused_by_name():
+    with pytest.raises(ValueError, match="cond step 'c' has no branches"):
+        replay_step(Step("cond", "c", {}), [])

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import types as python_types
-from typing import Iterator
+from typing import Iterable, Iterator
 from unittest import mock
 
 import numpy as np
@@ -135,9 +135,7 @@ def declared_type(value_type) -> tuple[str, str, Dims] | None:
         return None
     tensor = value_type.tensorType
     dtype = types.builtin_to_string(types.PROTO_TO_BUILTIN_TYPE[tensor.dataType])
-    dims = tuple(
-        d.constant.size if d.WhichOneof("dimension") == "constant" else None for d in tensor.dimensions
-    )
+    dims = tuple(d.constant.size if d.WhichOneof("dimension") == "constant" else None for d in tensor.dimensions)
     return "tensor", dtype, dims
 
 
@@ -184,7 +182,7 @@ def _declared_types(block, path: tuple, found: dict) -> None:
             _declared_types(nested, path + ((first, index),), found)
 
 
-def declared_type_findings(spec, prog: Program, repaired: list[Operation] = ()) -> list[Finding]:
+def declared_type_findings(spec, prog: Program, repaired: Iterable[Operation] = ()) -> list[Finding]:
     """A ``declared-type-mismatch`` error per op output whose type in ``spec`` contradicts the
     type ``prog`` (loaded from ``spec``) infers; ``repaired`` are the ops :func:`repair_types`
     gave a type coremltools' inference got wrong."""
@@ -192,9 +190,9 @@ def declared_type_findings(spec, prog: Program, repaired: list[Operation] = ()) 
     for name, function in spec.mlProgram.functions.items():
         _declared_types(function.block_specializations[function.opset], (name,), declared)
     findings: list[Finding] = []
-    repaired = set(repaired)
+    repaired_ops = set(repaired)
     for name, func in prog.functions.items():
-        _compare_block(func, (name,), declared, repaired, findings)
+        _compare_block(func, (name,), declared, repaired_ops, findings)
     return findings
 
 
@@ -215,7 +213,9 @@ def _compare_block(block: Block, path: tuple, declared: dict, repaired: set, fin
 def _finding(op: Operation, var: Var, said, computed, repaired: bool) -> Finding:
     why = f"; {INFERENCE_HOLES[op.op_type][1]}" if repaired else ""
     return Finding(
-        "declared-type-mismatch", "error", op.name,
+        "declared-type-mismatch",
+        "error",
+        op.name,
         f"{op.op_type} '{op.name}' declares '{var.name}' as {type_text(said)}, but its inputs give "
         f"{type_text(computed)}{why} (Core ML's compiler checks declared types; a package saved "
         "by mil-passes carries the inferred one)",

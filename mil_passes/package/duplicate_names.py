@@ -93,7 +93,8 @@ def _clashing(definitions: list[_Definition], indices: list[int]) -> list[int]:
         definitions[i].scope[:depth] for i in indices for depth in range(len(definitions[i].scope) + 1)
     )
     return [
-        i for i in indices
+        i
+        for i in indices
         if at_or_below[definitions[i].scope] > 1
         or any(at_scope[definitions[i].scope[:depth]] for depth in range(len(definitions[i].scope)))
     ]
@@ -206,12 +207,16 @@ def fix_duplicate_names(spec) -> list[Finding]:
                     new_names[i] = fresh.suffixed(name)
                     renamed.append(f"{definitions[i].label} -> '{new_names[i]}'")
             labels = ", ".join(definitions[i].label for i in involved)
-            findings.append(Finding(
-                "duplicate-name", "error", _finding_op(definitions, involved, keeper),
-                f"'{name}' is defined {len(involved)} times in function '{function_name}' ({labels}); "
-                f"coremltools' loader keeps one and a saved package may read the wrong one. "
-                f"Each use now reads the definition before it: renamed {', '.join(renamed)}",
-            ))
+            findings.append(
+                Finding(
+                    "duplicate-name",
+                    "error",
+                    _finding_op(definitions, involved, keeper),
+                    f"'{name}' is defined {len(involved)} times in function '{function_name}' ({labels}); "
+                    f"coremltools' loader keeps one and a saved package may read the wrong one. "
+                    f"Each use now reads the definition before it: renamed {', '.join(renamed)}",
+                )
+            )
         _Renamer(new_names, function_name).function(function, block)
     return findings
 

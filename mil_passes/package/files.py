@@ -36,11 +36,26 @@ BLOB_VERSION = 2
 
 # Bits per element of each MIL DataType a weight blob can hold.
 _BITS = {
-    "FLOAT16": 16, "BFLOAT16": 16, "FLOAT32": 32, "FLOAT64": 64,
-    "FLOAT8E4M3FN": 8, "FLOAT8E5M2": 8,
-    "INT4": 4, "INT8": 8, "INT16": 16, "INT32": 32, "INT64": 64,
-    "UINT1": 1, "UINT2": 2, "UINT3": 3, "UINT4": 4, "UINT6": 6,
-    "UINT8": 8, "UINT16": 16, "UINT32": 32, "UINT64": 64,
+    "FLOAT16": 16,
+    "BFLOAT16": 16,
+    "FLOAT32": 32,
+    "FLOAT64": 64,
+    "FLOAT8E4M3FN": 8,
+    "FLOAT8E5M2": 8,
+    "INT4": 4,
+    "INT8": 8,
+    "INT16": 16,
+    "INT32": 32,
+    "INT64": 64,
+    "UINT1": 1,
+    "UINT2": 2,
+    "UINT3": 3,
+    "UINT4": 4,
+    "UINT6": 6,
+    "UINT8": 8,
+    "UINT16": 16,
+    "UINT32": 32,
+    "UINT64": 64,
     "BOOL": 8,
 }
 
@@ -153,9 +168,7 @@ def read_spec(files: ModelFiles) -> "proto.Model_pb2.Model":
     if kind is None:
         raise PackageError(f"{path}: model file '{shown}' holds no model (truncated or not a Core ML model)")
     if kind != "mlProgram":
-        raise PackageError(
-            f"{path}: a {kind} model, not an ML Program; reconvert it with convert_to='mlprogram'"
-        )
+        raise PackageError(f"{path}: a {kind} model, not an ML Program; reconvert it with convert_to='mlprogram'")
     _check_interface(path, spec)
     return spec
 
@@ -168,9 +181,7 @@ def _check_interface(path: Path, spec) -> None:
         raise PackageError(f"{path}: the ML Program has no function '{name}' (truncated or corrupt)")
     for function_name, function in program.functions.items():
         if function.opset not in function.block_specializations:
-            raise PackageError(
-                f"{path}: function '{function_name}' has no block for its opset '{function.opset}'"
-            )
+            raise PackageError(f"{path}: function '{function_name}' has no block for its opset '{function.opset}'")
     function = program.functions[name]
     block = function.block_specializations[function.opset]
     described_inputs = [feature.name for feature in spec.description.input]
@@ -234,12 +245,12 @@ def check_weights(spec, files: ModelFiles) -> None:
     sizes: dict[Path, int] = {}
     for reference in blob_references(spec.mlProgram):
         name = reference.file_name
-        if not name.startswith(WEIGHT_PREFIX) or "/" in name[len(WEIGHT_PREFIX):]:
+        if not name.startswith(WEIGHT_PREFIX) or "/" in name[len(WEIGHT_PREFIX) :]:
             raise PackageError(
                 f"{path}: weight reference '{name}' of {reference.where} is not a file in "
                 f"{WEIGHT_PREFIX}; refusing to follow it"
             )
-        base = name[len(WEIGHT_PREFIX):]
+        base = name[len(WEIGHT_PREFIX) :]
         relative = str(files.weights_dir.relative_to(files.root) / base)
         weight_file = _inside(path, files.root, relative, f"weight file '{base}'")
         if weight_file not in sizes:

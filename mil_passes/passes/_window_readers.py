@@ -31,10 +31,14 @@ def _values(op: Operation, name: str, rank: int) -> list | None:
     return [v.item() for v in var.val]
 
 
-def _runtime(op: Operation, params: dict[str, list | None]) -> Refusal | None:
-    """A refusal naming the params that are not compile-time constants, if any."""
-    names = [name for name, values in params.items() if values is None]
-    return Refusal(op, f"{' and '.join(names)} known only at run time") if names else None
+def _const_params(op: Operation, names: tuple[str, ...]) -> dict[str, list] | Refusal:
+    """The const list params ``names`` of ``op`` (see :func:`_values`), or a refusal naming
+    those that are not compile-time constants."""
+    params = {name: _values(op, name, op.x.rank) for name in names}
+    runtime = [name for name, values in params.items() if values is None]
+    if runtime:
+        return Refusal(op, f"{' and '.join(runtime)} known only at run time")
+    return {name: values for name, values in params.items() if values is not None}
 
 
 class Reader(ABC):
@@ -75,15 +79,19 @@ class _IndexReader(Reader):
 
     @classmethod
     def read(cls, op: Operation, axis: int) -> list[Reader] | Refusal:
-        params = {name: _values(op, name, op.x.rank) for name in SLICE_PARAMS}
-        refusal = _runtime(op, params)
-        return refusal if refusal is not None else [cls(op, params)]
+        params = _const_params(op, SLICE_PARAMS)
+        return params if isinstance(params, Refusal) else [cls(op, params)]
 
     def positions(self, axis: int, size: int) -> range:
         p = self.params
         return slice_positions(
-            size, p["begin"][axis], p["end"][axis], p["stride"][axis],
-            p["begin_mask"][axis], p["end_mask"][axis], p["squeeze_mask"][axis],
+            size,
+            p["begin"][axis],
+            p["end"][axis],
+            p["stride"][axis],
+            p["begin_mask"][axis],
+            p["end_mask"][axis],
+            p["squeeze_mask"][axis],
         )
 
     def squeezes(self, axis: int) -> bool:
@@ -119,10 +127,9 @@ class _SizeReader(Reader):
 
     @classmethod
     def read(cls, op: Operation, axis: int) -> list[Reader] | Refusal:
-        params = {name: _values(op, name, op.x.rank) for name in ("begin", "size")}
-        refusal = _runtime(op, params)
-        if refusal is not None:
-            return refusal
+        params = _const_params(op, ("begin", "size"))
+        if isinstance(params, Refusal):
+            return params
         for index, (begin, size) in enumerate(zip(params["begin"], params["size"])):
             if begin < 0 and size == -1:  # coremltools types it as dim - begin
                 return Refusal(op, f"begin {begin} with size -1 on axis {index}: its declared type is wrong")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+
 @dataclass(frozen=True)
 class Piece:
     """Positions ``part`` (local to concat input ``index``), in the order the window reads them."""

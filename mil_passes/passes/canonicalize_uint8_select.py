@@ -141,9 +141,7 @@ class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
         if np.any(np.signbit(zeros)):
             return Refusal(op, "its zeros include −0, and a cast of a bool gives +0")
         if _shape_of(op.cond) != _shape_of(out):
-            return Refusal(
-                op, f"cond's shape {_shape_of(op.cond)} is not the output's {_shape_of(out)}"
-            )
+            return Refusal(op, f"cond's shape {_shape_of(op.cond)} is not the output's {_shape_of(out)}")
         return (negate,)
 
     def describe(self, op: Operation, match: tuple[bool]) -> str:

@@ -123,9 +123,14 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
         readers = READERS[op.op_type].read(op, axis)
         if isinstance(readers, Refusal):
             return readers
-        windows = tuple(_window(reader, concat, axis, sizes) for reader in readers if _used(reader.output()))
-        refused = [window for window in windows if isinstance(window, Refusal)]
-        return refused[0] if refused else windows
+        windows = []
+        for reader in readers:
+            if _used(reader.output()):
+                window = _window(reader, concat, axis, sizes)
+                if isinstance(window, Refusal):
+                    return window  # the first refusal: the op stays as it is
+                windows.append(window)
+        return tuple(windows)
 
     def describe(self, op: Operation, match: tuple[Window, ...]) -> str:
         concat = op.x.op
@@ -133,7 +138,10 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
         if len(match) > 1:
             reads = f"split '{op.name}' cuts axis {window.axis} of concat '{concat.name}' into {len(match)} windows"
         elif window.positions == range(window.axis_size):
-            reads = f"{op.op_type} '{op.name}' reads all of axis {window.axis} of concat '{concat.name}' and cuts other axes"
+            reads = (
+                f"{op.op_type} '{op.name}' reads all of axis {window.axis} of concat '{concat.name}' "
+                "and cuts other axes"
+            )
         else:
             reads = (
                 f"{op.op_type} '{op.name}' reads {_span(window.positions)} of axis {window.axis} "
@@ -148,15 +156,22 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
         for window in match:
             name = window.output.name
             pieces = [self._piece(op, cut, f"{name}_piece{k}", rewriter) for k, cut in enumerate(window.cuts)]
-            joined = pieces[0] if len(pieces) == 1 else rewriter.emit(
-                op, "concat", f"{name}_concat", values=tuple(pieces),
-                axis=self._const(rewriter, op, "axis", window.join_axis),
-                interleave=self._const(rewriter, op, "interleave", False),
+            joined = (
+                pieces[0]
+                if len(pieces) == 1
+                else rewriter.emit(
+                    op,
+                    "concat",
+                    f"{name}_concat",
+                    values=tuple(pieces),
+                    axis=self._const(rewriter, op, "axis", window.join_axis),
+                    interleave=self._const(rewriter, op, "interleave", False),
+                )
             )
             rewriter.replace(window.output, joined)
 
     def _piece(self, op: Operation, cut: Cut, name: str, rewriter: Rewriter) -> Var:
-        if cut.op_type is None:
+        if cut.op_type is None or cut.params is None:  # a Cut has both or neither
             return cut.source
         params = {param: self._const(rewriter, op, param, values) for param, values in cut.params.items()}
         return rewriter.emit(op, cut.op_type, name, x=cut.source, **params)

@@ -13,8 +13,15 @@ from ..reference.equivalence import assert_equivalent, assert_same_interface, co
 from ..reference.feeds import random_array, random_inputs
 
 __all__ = [
-    "apply_pass", "assert_equivalent", "assert_same_interface", "check_pass", "compare_output",
-    "interface", "op_counts", "random_array", "random_inputs",
+    "apply_pass",
+    "assert_equivalent",
+    "assert_same_interface",
+    "check_pass",
+    "compare_output",
+    "interface",
+    "op_counts",
+    "random_array",
+    "random_inputs",
 ]
 
 
@@ -50,8 +57,15 @@ def check_pass(
         raise AssertionError(f"functions changed: before {list(before.functions)}, after {list(after.functions)}")
     for function in before.functions:
         assert_equivalent(
-            before, after, inputs if function == "main" else None,
-            rtol=rtol, atol=atol, trials=trials, seed=seed, sizes=sizes, function=function,
+            before,
+            after,
+            inputs if function == "main" else None,
+            rtol=rtol,
+            atol=atol,
+            trials=trials,
+            seed=seed,
+            sizes=sizes,
+            function=function,
         )
     printed = str(after)
     apply_pass(after, pass_name)
@@ -59,6 +73,3 @@ def check_pass(
     if again != printed:
         raise AssertionError(f"{pass_name} is not idempotent: a second run changed\n{printed}\ninto\n{again}")
     return after
-
-
-

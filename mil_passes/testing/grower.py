@@ -173,9 +173,7 @@ class Grower:
             raise
         return self._record(step, start)
 
-    def emit_cond(
-        self, pred: Ref, true_fn: Callable[[], Ref], false_fn: Callable[[Var], Ref]
-    ) -> list[Ref]:
+    def emit_cond(self, pred: Ref, true_fn: Callable[[], Ref], false_fn: Callable[[Var], Ref]) -> list[Ref]:
         """A ``cond``: ``true_fn`` grows the true block; ``false_fn(true_output)`` the false one."""
         name = self.name("cond")
         branches: list[Branch] = []

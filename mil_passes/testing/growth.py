@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -26,7 +28,7 @@ def grow_program(g: Grower, max_ops: int, nested: bool, plants: tuple[str, ...])
     for i in range(max_ops + 1):
         for name in plants:
             if where[name] == i:
-                g.maybe(lambda name=name: plant(name), chances=3)
+                g.maybe(partial(plant, name), chances=3)
         if i < max_ops:
             g.maybe(lambda: grow_step(g, 0, nested))
     return planted
@@ -40,7 +42,7 @@ def grow_step(g: Grower, depth: int, nested: bool) -> None:
         entry = g.choose(g.table)
         x = None
         if entry.accepts is not None:
-            x = g.pick(lambda var, entry=entry: entry.accepts(g, var))
+            x = g.pick(partial(entry.accepts, g))
             if x is None:
                 continue
         if entry.add(g, entry.op_type, x) is not None:

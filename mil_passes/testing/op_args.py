@@ -21,7 +21,7 @@ from .grower import (
     numel,
     shape_of,
 )
-from .recipe import Ref
+from .recipe import Operand, Ref
 
 
 def movable(g: Grower) -> tuple[str, ...]:
@@ -35,14 +35,14 @@ def axis_arg(g: Grower, index: int, rank: int) -> int:
 
 
 # -- operands ---------------------------------------------------------------------------------
-def operand(g: Grower, dtype: str, shape: tuple, *, scalar: bool = True) -> object:
+def operand(g: Grower, dtype: str, shape: tuple, *, scalar: bool = True) -> Operand:
     """A var or const of ``dtype`` whose shape broadcasts with ``shape`` (a 0-d const only if
     ``scalar``)."""
     if g.draw(st.booleans()):
         ref = g.pick(
-            lambda v: dtype_of(v) == dtype
-            and (b := broadcast(shape_of(v), shape)) is not None
-            and numel(b) <= MAX_ELEMENTS
+            lambda v: (
+                dtype_of(v) == dtype and (b := broadcast(shape_of(v), shape)) is not None and numel(b) <= MAX_ELEMENTS
+            )
         )
         if ref is not None:
             return ref
@@ -51,7 +51,7 @@ def operand(g: Grower, dtype: str, shape: tuple, *, scalar: bool = True) -> obje
     return g.const(dtype, tuple(dims[drop:]))
 
 
-def shape_arg(g: Grower, arg: object) -> tuple:
+def shape_arg(g: Grower, arg: Operand) -> tuple:
     return shape_of(g.var(arg)) if isinstance(arg, Ref) else np.shape(arg)
 
 
@@ -82,7 +82,7 @@ def add_select(g: Grower, op_type: str, cond: Ref, dtype: str | None = None) -> 
     folded ``cond``, coremltools' value inference needs a tensor a or b."""
     cond_shape = shape_of(g.var(cond))
     dtype = dtype or g.choose(BASIC)
-    a = g.pick(lambda v: dtype_of(v) == dtype and broadcast(cond_shape, shape_of(v)) == shape_of(v))
+    a: Operand | None = g.pick(lambda v: dtype_of(v) == dtype and broadcast(cond_shape, shape_of(v)) == shape_of(v))
     if a is None or g.draw(st.booleans()):
         if not all(is_static(d) for d in cond_shape):
             if a is None:
@@ -100,7 +100,7 @@ def add_cast(g: Grower, op_type: str, x: Ref) -> list[Ref]:
 
 
 # -- data movement ----------------------------------------------------------------------------
-def add_fill(g: Grower, op_type: str, x: None) -> list[Ref]:
+def add_fill(g: Grower, op_type: str, x: Ref | None) -> list[Ref]:
     shapes = [r for r in g.visible() if r in g.shape_refs]
     if shapes and g.draw(st.booleans()):
         target = g.choose(shapes)

@@ -15,8 +15,11 @@ def conv_input(g: Grower, var) -> bool:
     """fp16/fp32 with static dims: rank 3 or 4 with at most 8 channels is taken as it is,
     anything else is first reshaped to ``[1, C, L]``."""
     shape = shape_of(var)
-    return dtype_of(var) in FLOAT and len(shape) >= 1 and all(is_static(d) for d in shape[1:]) and (
-        len(shape) in (3, 4) and shape[1] <= MAX_CHANNELS or all(is_static(d) for d in shape)
+    return (
+        dtype_of(var) in FLOAT
+        and len(shape) >= 1
+        and all(is_static(d) for d in shape[1:])
+        and (len(shape) in (3, 4) and shape[1] <= MAX_CHANNELS or all(is_static(d) for d in shape))
     )
 
 
@@ -49,8 +52,9 @@ def add_conv(g: Grower, op_type: str, x: Ref) -> list[Ref] | None:
     groups = g.choose([k for k in range(1, channels + 1) if channels % k == 0])
     out_channels = groups * g.draw(st.integers(1, max(1, MAX_CHANNELS // groups)))
     pad_type = g.choose(("valid", "same", "custom"))
-    dims = [_spatial(g, size, pad_type) for size in spatial]
-    if any(d is None for d in dims):
+    drawn = [_spatial(g, size, pad_type) for size in spatial]
+    dims = [d for d in drawn if d is not None]
+    if len(dims) != len(drawn):
         return None
     out = [
         -(-size // s) if pad_type == "same" else (size + sum(p) - ((k - 1) * dil + 1)) // s + 1

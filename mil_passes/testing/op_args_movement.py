@@ -17,7 +17,7 @@ from .grower import (
     numel,
     shape_of,
 )
-from .recipe import Ref
+from .recipe import Operand, Ref
 from .op_args import axis_arg, factor, shape_arg
 
 
@@ -32,9 +32,9 @@ def add_concat(g: Grower, op_type: str, x: Ref) -> list[Ref] | None:
         rest = [d for i, d in enumerate(s) if i != index]
         return dtype_of(v) == dtype_of(xv) and len(s) == rank and rest == others
 
-    pieces: list[object] = [x]
+    pieces: list[Operand] = [x]
     for _ in range(g.draw(st.integers(1, 5)) - 1):
-        piece = g.pick(fits) if g.draw(st.booleans()) else None
+        piece: Operand | None = g.pick(fits) if g.draw(st.booleans()) else None
         if piece is None and all(is_static(d) for d in others):
             dims = list(shape)
             dims[index] = g.draw(st.integers(1, 4))
@@ -45,7 +45,7 @@ def add_concat(g: Grower, op_type: str, x: Ref) -> list[Ref] | None:
     total = sum(sizes) if all(is_static(s) for s in sizes) else 4 * len(sizes)
     if numel(tuple(others)) * total > MAX_ELEMENTS:
         return None
-    args = {"values": tuple(pieces), "axis": g.ints(axis_arg(g, index, rank))}
+    args: dict[str, object] = {"values": tuple(pieces), "axis": g.ints(axis_arg(g, index, rank))}
     same = all(shape_arg(g, p) == shape for p in pieces)
     if same and len(pieces) > 1 and g.chance(8):
         args["interleave"] = np.bool_(True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from coremltools.converters.mil.mil import Var
+
 from . import op_args as elementwise
 from . import op_args_compute as compute
 from . import op_args_movement as movement
@@ -19,7 +21,7 @@ from .grower import BASIC, FLOAT, NUMERIC, SMALL_INT, Grower, dtype_of, shape_of
 from .op_args import movable
 from .recipe import Ref
 
-Accepts = Callable[[Grower, object], bool]
+Accepts = Callable[[Grower, Var], bool]
 Add = Callable[[Grower, str, Ref], "list[Ref] | None"]
 
 
@@ -60,26 +62,21 @@ BROADCAST = "x's dtype, broadcast shape"
 COMPARED = "bool, broadcast shape"
 
 OP_TABLE: tuple[OpEntry, ...] = (
-    *(
-        OpEntry(t, NUMERIC_X, BROADCAST, elementwise.add_binary)
-        for t in ("add", "sub", "mul", "maximum", "minimum")
-    ),
+    *(OpEntry(t, NUMERIC_X, BROADCAST, elementwise.add_binary) for t in ("add", "sub", "mul", "maximum", "minimum")),
     OpEntry("real_div", FLOAT_X, BROADCAST, elementwise.add_binary),
     *(OpEntry(t, FLOAT_X, "x's type", elementwise.add_unary) for t in ("relu", "tanh", "sigmoid")),
     *(
         OpEntry(t, NUMERIC_X, COMPARED, elementwise.add_binary)
         for t in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
     ),
-    *(
-        OpEntry(t, BOOL_X, COMPARED, elementwise.add_binary)
-        for t in ("logical_and", "logical_or", "logical_xor")
-    ),
+    *(OpEntry(t, BOOL_X, COMPARED, elementwise.add_binary) for t in ("logical_and", "logical_or", "logical_xor")),
     OpEntry("logical_not", BOOL_X, "x's type", elementwise.add_unary),
     OpEntry("select", BOOL_X, "a's dtype, broadcast of a and b (which cover cond)", elementwise.add_select),
     OpEntry("cast", _of(_castable), "x's shape, a drawn dtype", elementwise.add_cast),
     OpEntry("concat", MOVABLE_TENSOR, "x's dtype, sizes summed on the axis", movement.add_concat),
-    OpEntry("slice_by_index", MOVABLE_TENSOR, "x's dtype, window lengths, squeezed axes gone",
-            movement.add_slice_by_index),
+    OpEntry(
+        "slice_by_index", MOVABLE_TENSOR, "x's dtype, window lengths, squeezed axes gone", movement.add_slice_by_index
+    ),
     OpEntry("slice_by_size", MOVABLE_TENSOR, "x's dtype, the sizes", movement.add_slice_by_size),
     OpEntry("split", BASIC_TENSOR, "2 or more tensors of x's dtype", movement.add_split),
     OpEntry("stack", MOVABLE_X, "x's dtype, one new axis", movement.add_stack),
@@ -88,12 +85,14 @@ OP_TABLE: tuple[OpEntry, ...] = (
     OpEntry("expand_dims", MOVABLE_X, "x's dtype, 1-2 new unit axes", movement.add_expand_dims),
     OpEntry("squeeze", MOVABLE_TENSOR, "x's dtype, unit axes gone", movement.add_squeeze),
     OpEntry("shape", BASIC_TENSOR, "int32 [rank of x]", elementwise.add_unary),
-    OpEntry("gather", _of(_gatherable, min_rank=1), "x's dtype, the axis replaced by indices' shape",
-            movement.add_gather),
+    OpEntry(
+        "gather", _of(_gatherable, min_rank=1), "x's dtype, the axis replaced by indices' shape", movement.add_gather
+    ),
     OpEntry("fill", None, "a drawn dtype, a const or computed shape", elementwise.add_fill),
     OpEntry("tile", BASIC_TENSOR, "x's dtype, dims times reps", movement.add_tile),
     OpEntry("conv", compute.conv_input, "x's dtype, [N, C_out, spatial...]", compute.add_conv),
     OpEntry("matmul", NUMERIC_TENSOR, "x's dtype, the matrix product", compute.add_matmul),
-    OpEntry("reduce_sum", not_folded(NUMERIC_TENSOR), "x's dtype, reduced axes dropped or kept",
-            elementwise.add_reduce_sum),
+    OpEntry(
+        "reduce_sum", not_folded(NUMERIC_TENSOR), "x's dtype, reduced axes dropped or kept", elementwise.add_reduce_sum
+    ),
 )

@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+from coremltools.converters.mil.mil import Var
 from hypothesis import strategies as st
 
 from .grower import BASIC, MAX_ELEMENTS, NUMERIC, Grower, dtype_of, is_static, numel, shape_of
 from .op_args import add_select, factor, movable, operand
-from .recipe import Ref
+from .recipe import Operand, Ref
 
 Plant = Callable[[Grower], "list[Ref]"]
 
@@ -41,14 +42,20 @@ def plant_concat_window(g: Grower) -> list[Ref]:
         return []
     axis = rank - 1 if rank - 1 in static_axes and g.draw(st.integers(0, 2)) else g.choose(static_axes)
     others = [d for i, d in enumerate(shape) if i != axis]
-    pieces: list[object] = [x]
+    pieces: list[Operand] = [x]
+
+    def same_rest(v: Var) -> bool:
+        return (
+            dtype_of(v) == dtype_of(xv)
+            and len(shape_of(v)) == rank
+            and [s for i, s in enumerate(shape_of(v)) if i != axis] == others
+            and is_static(shape_of(v)[axis])
+        )
+
     for _ in range(g.draw(st.integers(1, 3))):
         dims = list(shape)
         dims[axis] = g.choose((1, 2, 3, 7, 8))
-        same_rest = lambda v, d=dims: dtype_of(v) == dtype_of(xv) and len(shape_of(v)) == rank and [
-            s for i, s in enumerate(shape_of(v)) if i != axis
-        ] == others and is_static(shape_of(v)[axis])
-        piece = g.pick(same_rest) if g.draw(st.booleans()) else None
+        piece: Operand | None = g.pick(same_rest) if g.draw(st.booleans()) else None
         if piece is None and all(is_static(d) for d in others):
             piece = g.const(dtype_of(xv), tuple(dims))
         pieces.append(piece if piece is not None else x)
@@ -69,7 +76,10 @@ def plant_concat_window(g: Grower) -> list[Ref]:
         end, begin_mask, end_mask = start + width, False, start + width == total and g.draw(st.booleans())
     stride = 2 if g.chance(8) else 1
     squeeze = width == 1 and rank > 1 and g.chance(4)
-    mask = lambda value: np.array([value if i == axis else True for i in range(rank)])
+
+    def mask(value: bool) -> np.ndarray:
+        return np.array([value if i == axis else True for i in range(rank)])
+
     args = {
         "x": joined,
         "begin": g.ints([begin if i == axis else 0 for i in range(rank)]),
@@ -143,10 +153,10 @@ def plant_bool_round_trip(g: Grower) -> list[Ref]:
     elif source == "int":
         wide = _base(g, ("int32",), (2, 2))
     else:  # coremltools cannot fold a float-to-uint8 cast of negative values: use a runtime var
-        x = g.pick(lambda v: dtype_of(v) in ("fp32", "fp16") and len(shape_of(v)) >= 1 and v.val is None)
-        if x is None:
+        runtime_float = g.pick(lambda v: dtype_of(v) in ("fp32", "fp16") and len(shape_of(v)) >= 1 and v.val is None)
+        if runtime_float is None:
             return []
-        wide = g.emit("cast", {"x": x, "dtype": narrow}, name=stem)[0]
+        wide = g.emit("cast", {"x": runtime_float, "dtype": narrow}, name=stem)[0]
     name = f"{stem}_bool" if g.draw(st.booleans()) else None  # WebNN reuses the producer's name
     cond = g.emit("cast", {"x": wide, "dtype": "bool"}, name=name)[0]
     shape = shape_of(g.var(cond))

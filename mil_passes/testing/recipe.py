@@ -41,6 +41,8 @@ class Ref:
 
 
 Arg = Union[Ref, np.ndarray, str, tuple]
+#: A tensor input drawn for an op: a var of the program, or a const value.
+Operand = Union[Ref, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ def replay_step(step: Step, vals: list[Var]) -> list[Var]:
     """Build ``step`` in the current block; append its outputs to ``vals`` and return them."""
     args = {key: _resolve(arg, vals, f"{step.name}_{key}") for key, arg in step.args.items()}
     if step.op_type == "cond":
+        if step.branches is None:
+            raise ValueError(f"cond step '{step.name}' has no branches")
         true_branch, false_branch = step.branches
         result = mb.cond(
             **args,

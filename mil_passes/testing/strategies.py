@@ -29,8 +29,18 @@ NAME_POOL = ("t", "t_bool", "y", "x0")
 OP_TABLE_TYPES = tuple(entry.op_type for entry in OP_TABLE)
 OPSETS = (ct.target.iOS15, ct.target.iOS16, ct.target.iOS17, ct.target.iOS18)
 
-__all__ = ["dtypes", "shapes", "tensor_types", "arrays", "feeds_for", "feeds", "programs", "DrawnProgram",
-           "TensorType", "plant_names"]
+__all__ = [
+    "dtypes",
+    "shapes",
+    "tensor_types",
+    "arrays",
+    "feeds_for",
+    "feeds",
+    "programs",
+    "DrawnProgram",
+    "TensorType",
+    "plant_names",
+]
 
 
 # -- tensors and feeds ------------------------------------------------------------------------
@@ -43,7 +53,12 @@ def dtypes(opset: Any = ct.target.iOS17, *, inputs: bool = True) -> st.SearchStr
 
 @st.composite
 def shapes(
-    draw, *, min_rank: int = 1, max_rank: int = 4, max_side: int = 6, max_elements: int = 64,
+    draw,
+    *,
+    min_rank: int = 1,
+    max_rank: int = 4,
+    max_side: int = 6,
+    max_elements: int = 64,
     symbols: tuple[str, ...] = (),
 ) -> tuple[int | str, ...]:
     """A shape; with ``symbols``, some dims are those symbols (counted at ``MAX_SYMBOL``)."""
@@ -69,19 +84,28 @@ def tensor_types(
 
 def _special(dtype: np.dtype) -> tuple:
     if np.issubdtype(dtype, np.floating):
-        info = np.finfo(dtype)
-        return (0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, np.nan, float(info.max), -float(info.max),
-                float(info.smallest_subnormal))
+        finfo = np.finfo(dtype)
+        return (
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            np.inf,
+            -np.inf,
+            np.nan,
+            float(finfo.max),
+            -float(finfo.max),
+            float(finfo.smallest_subnormal),
+        )
     if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        return (0, 1, int(info.max), int(info.min))
+        iinfo = np.iinfo(dtype)
+        return (0, 1, int(iinfo.max), int(iinfo.min))
     return (False, True)
 
 
 @st.composite
-def arrays(
-    draw, dtype: str, shape: tuple[int, ...], *, special: bool = True, start: int = 0
-) -> np.ndarray:
+def arrays(draw, dtype: str, shape: tuple[int, ...], *, special: bool = True, start: int = 0) -> np.ndarray:
     """An array of ``dtype`` (a MIL dtype name) and ``shape``.
 
     A quarter hold ``start``, ``start + 1``, … in order (what a failing case shrinks to: each
@@ -93,7 +117,7 @@ def arrays(
     mode = draw(st.integers(0, 3 if special else 2))
     size = int(np.prod(shape, dtype=np.int64))
     if mode == 0:
-        values = np.arange(start, start + size)
+        values: np.ndarray = np.arange(start, start + size)
         if np_dtype == np.bool_:
             values = values % 2 == 1
         return values.astype(np_dtype).reshape(shape)  # small ints wrap around
