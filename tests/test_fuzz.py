@@ -94,8 +94,9 @@ def test_report_line_format():
     assert report.line() == "webnn::x: 8 programs, 1 failures, 38% rewritten"
 
 
-def test_targets_are_every_registered_pass_and_the_pipeline():
-    assert list(default_targets()) == [*mil_passes.PASS_NAMES, "pipeline"]
+def test_targets_are_every_registered_pass_the_pipeline_and_lint():
+    assert list(default_targets()) == [*mil_passes.PASS_NAMES, "pipeline", "lint"]
+    assert list(select_targets(["lint"])) == ["lint"]
     assert list(select_targets(["pipeline", BROKEN])) == ["pipeline", BROKEN]
     for name in mil_passes.PASS_NAMES:
         assert list(select_targets([name.split("::")[1]])) == [name]
