@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
@@ -118,19 +118,24 @@ def format_report(report: OptimizeReport) -> str:
         )
     lines = _table(rows)
     lines.append("")
-    lines.extend(_table([("pass", "rewrites", "left", "ms")] + [
-        (
-            run.name,
-            "-" if run.rewritten is None else str(run.rewritten),
-            str(len(run.refusals)),
-            f"{run.seconds * 1e3:.1f}",
+    lines.extend(
+        _table(
+            [("pass", "rewrites", "left", "ms")]
+            + [
+                (
+                    run.name,
+                    "-" if run.rewritten is None else str(run.rewritten),
+                    str(len(run.refusals)),
+                    f"{run.seconds * 1e3:.1f}",
+                )
+                for run in report.passes
+            ]
         )
-        for run in report.passes
-    ]))
+    )
     return "\n".join(lines)
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))  # noqa: E731
     return [fmt(rows[0]), "  ".join("-" * w for w in widths)] + [fmt(row) for row in rows[1:]]

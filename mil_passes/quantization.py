@@ -20,15 +20,23 @@ MIL in Python (pymil itself cannot hold a ``quantize`` whose zero point is not c
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from typing import Callable, Protocol, TypeVar
 
 import numpy as np
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import Var, types
 
 __all__ = [
-    "RANGES", "FLOAT_DTYPES", "CONSTANT_STEPS", "Emitter", "fold", "is_constant", "quantize_steps",
-    "dequantize_steps", "quantize", "dequantize",
+    "RANGES",
+    "FLOAT_DTYPES",
+    "CONSTANT_STEPS",
+    "Emitter",
+    "fold",
+    "is_constant",
+    "quantize_steps",
+    "dequantize_steps",
+    "quantize",
+    "dequantize",
 ]
 
 # the integer dtypes of MIL quantization and the values each holds
@@ -38,7 +46,7 @@ FLOAT_DTYPES = {"fp16": np.float16, "fp32": np.float32}
 NUMPY_DTYPES = {**FLOAT_DTYPES, "int8": np.int8, "uint8": np.uint8, "int32": np.int32}
 # the steps that only move or convert a parameter: on a constant they are computed, not emitted,
 # so a const parameter stays a const
-CONSTANT_STEPS = {
+CONSTANT_STEPS: dict[str, Callable[..., np.ndarray]] = {
     "reshape": lambda x, shape: np.reshape(x, shape),
     "cast": lambda x, dtype: np.asarray(x).astype(NUMPY_DTYPES[str(dtype)]),
 }
@@ -90,8 +98,15 @@ def _as_float(emit: Emitter[V], param: V, axis: int | None, rank: int, float_dty
 
 
 def quantize_steps(
-    emit: Emitter[V], x: V, scale: V, zero_point: V | None, *,
-    axis: int | None, rank: int, float_dtype: str, output_dtype: str,
+    emit: Emitter[V],
+    x: V,
+    scale: V,
+    zero_point: V | None,
+    *,
+    axis: int | None,
+    rank: int,
+    float_dtype: str,
+    output_dtype: str,
 ) -> V:
     """``cast(clip(round(x / scale) + cast(zero_point, fp), lo, hi), output_dtype)``."""
     low, high = RANGES[output_dtype]
@@ -106,8 +121,14 @@ def quantize_steps(
 
 
 def dequantize_steps(
-    emit: Emitter[V], x: V, scale: V, zero_point: V | None, *,
-    axis: int | None, rank: int, float_dtype: str,
+    emit: Emitter[V],
+    x: V,
+    scale: V,
+    zero_point: V | None,
+    *,
+    axis: int | None,
+    rank: int,
+    float_dtype: str,
 ) -> V:
     """``(cast(x, fp) - cast(zero_point, fp)) * scale``."""
     result = emit("cast", f"input_{float_dtype}", x=x, dtype=np.str_(float_dtype))
@@ -168,7 +189,11 @@ def _mb_op(op_type: str, x: Var, params: dict, **extra) -> Var:
 
 
 def quantize(
-    x: Var, scale, zero_point=None, axis: int | None = None, output_dtype: str = "int8",
+    x: Var,
+    scale,
+    zero_point=None,
+    axis: int | None = None,
+    output_dtype: str = "int8",
     name: str | None = None,
 ) -> Var:
     """``quantize`` inside ``mb.program``, where ``scale`` or ``zero_point`` may be run-time Vars.
@@ -189,8 +214,14 @@ def quantize(
         params = {"scale": scale, "zero_point": zero_point, "axis": axis, "name": name}
         return _mb_op("quantize", x, params, output_dtype=output_dtype)
     return quantize_steps(
-        _BuilderEmitter(name), x, scale, zero_point,
-        axis=axis, rank=x.rank, float_dtype=float_dtype, output_dtype=output_dtype,
+        _BuilderEmitter(name),
+        x,
+        scale,
+        zero_point,
+        axis=axis,
+        rank=x.rank,
+        float_dtype=float_dtype,
+        output_dtype=output_dtype,
     )
 
 
@@ -213,5 +244,11 @@ def dequantize(x: Var, scale, zero_point=None, axis: int | None = None, name: st
     if not any(isinstance(p, Var) for p in (scale, zero_point)):
         return _mb_op("dequantize", x, {"scale": scale, "zero_point": zero_point, "axis": axis, "name": name})
     return dequantize_steps(
-        _BuilderEmitter(name), x, scale, zero_point, axis=axis, rank=x.rank, float_dtype=float_dtype,
+        _BuilderEmitter(name),
+        x,
+        scale,
+        zero_point,
+        axis=axis,
+        rank=x.rank,
+        float_dtype=float_dtype,
     )

@@ -23,8 +23,9 @@ def window_program(begin, width, join=True, axis=-1):
     @mb.program(input_specs=[mb.TensorSpec((1, 4, 8)), mb.TensorSpec((1, 4, 40))], opset_version=IOS17)
     def prog(cache, x):
         joined = mb.concat(values=(cache, x), axis=axis, name="joined")
-        window = mb.slice_by_index(x=joined, begin=[0, 0, begin], end=[0, 0, begin + width],
-                                   end_mask=[True, True, False], name="window")
+        window = mb.slice_by_index(
+            x=joined, begin=[0, 0, begin], end=[0, 0, begin + width], end_mask=[True, True, False], name="window"
+        )
         return mb.stack(values=(window, window), axis=0, name="out") if join else window
 
     return prog
@@ -42,10 +43,10 @@ def test_four_conditions_make_an_error(begin, width):
 @pytest.mark.parametrize(
     "begin, width, join",
     [
-        (8, 8, True),    # aligned offset
-        (7, 9, True),    # width not a multiple of 8
-        (7, 32, True),   # width a multiple of 32
-        (7, 8, False),   # nothing joins the window
+        (8, 8, True),  # aligned offset
+        (7, 9, True),  # width not a multiple of 8
+        (7, 32, True),  # width a multiple of 32
+        (7, 8, False),  # nothing joins the window
     ],
 )
 def test_any_condition_missing_is_only_info_the_pass_would_tidy(begin, width, join):
@@ -62,7 +63,8 @@ def test_cast_to_bool_before_select_is_flagged():
 
     findings = lint(prog)
     assert [(f.rule, f.severity, f.op) for f in findings] == [
-        ("non-bool-condition", "info", "truth"), ("bool-simplification", "info", "out"),
+        ("non-bool-condition", "info", "truth"),
+        ("bool-simplification", "info", "out"),
     ]
     assert "cast 'truth' of int32 'n' to bool becomes not_equal('n', 0)" in findings[0].message
     # coremltools types this select as a scalar (its inference ignores cond's shape): refused
@@ -120,7 +122,10 @@ def test_cuts_of_other_axes_are_reported_as_the_pass_treats_them():
 
     findings = lint(prog)
     assert [(f.op, f.fix) for f in findings] == [
-        ("first", CONCAT_PASS), ("last", CONCAT_PASS), ("window", CONCAT_PASS), ("parts", CONCAT_PASS),
+        ("first", CONCAT_PASS),
+        ("last", CONCAT_PASS),
+        ("window", CONCAT_PASS),
+        ("parts", CONCAT_PASS),
         ("halves", None),
     ]
     assert "reads all of axis 2 of concat 'joined' and cuts other axes" in findings[0].message
@@ -203,8 +208,10 @@ def test_dim_names_use_the_declared_range_and_hide_made_up_symbols():
 
     symbol = str(prog.functions["main"].inputs["ids"].shape[1])
     words = DimNames.of_program(prog, {("ids", 1): "1–64"})
-    assert words(f"dims {symbol} and is9999") == "dims input 'ids' axis 1 (flexible, 1–64) and a size known only at run time"
-
+    assert (
+        words(f"dims {symbol} and is9999")
+        == "dims input 'ids' axis 1 (flexible, 1–64) and a size known only at run time"
+    )
 
 
 def test_the_readme_shows_the_rule_table_as_the_catalogue_has_it():

@@ -7,10 +7,17 @@ from coremltools.converters.mil.frontend.milproto.load import _load_value
 from mil_passes.package.milproto import DTYPE_NAMES, const, immediate, immediate_array, operation, tensor_type
 
 
-@pytest.mark.parametrize("value", [
-    np.float16(-128.5), np.array([1, -2], np.int8), np.array([0, 255], np.uint8),
-    np.array([[1.5, 2]], np.float32), np.int32(7), np.array([True, False]),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.float16(-128.5),
+        np.array([1, -2], np.int8),
+        np.array([0, 255], np.uint8),
+        np.array([[1.5, 2]], np.float32),
+        np.int32(7),
+        np.array([True, False]),
+    ],
+)
 def test_immediate_values_read_back_as_written(value):
     read = _load_value(None, immediate(value))
     assert np.asarray(read).dtype == np.asarray(value).dtype

@@ -34,8 +34,14 @@ def digest(path):
 
 
 def convert(prog, inputs=None, target=IOS17):
-    return ct.convert(prog, convert_to="mlprogram", pass_pipeline=PassPipeline.EMPTY,
-                      minimum_deployment_target=target, skip_model_load=True, inputs=inputs)
+    return ct.convert(
+        prog,
+        convert_to="mlprogram",
+        pass_pipeline=PassPipeline.EMPTY,
+        minimum_deployment_target=target,
+        skip_model_load=True,
+        inputs=inputs,
+    )
 
 
 def assert_same_outputs(a, b, feeds):
@@ -63,8 +69,9 @@ def flexible_program():
     w32 = rng.standard_normal((4, 50)).astype(np.float32)
     w16 = rng.standard_normal((3, 20)).astype(np.float16)
 
-    @mb.program(input_specs=[mb.TensorSpec((batch, 4)), mb.TensorSpec((rows, 3), dtype=types.fp16)],
-                opset_version=IOS17)
+    @mb.program(
+        input_specs=[mb.TensorSpec((batch, 4)), mb.TensorSpec((rows, 3), dtype=types.fp16)], opset_version=IOS17
+    )
     def prog(x, y):
         return mb.matmul(x=x, y=w32, name="projected"), mb.relu(x=mb.matmul(x=y, y=w16), name="gated")
 
@@ -73,10 +80,13 @@ def flexible_program():
 
 @pytest.fixture(scope="module")
 def flexible_package(tmp_path_factory):
-    model = convert(flexible_program(), inputs=[
-        ct.TensorType("x", shape=(ct.RangeDim(1, 10, 3), 4)),
-        ct.TensorType("y", shape=ct.EnumeratedShapes([(2, 3), (4, 3)], default=(4, 3)), dtype=np.float16),
-    ])
+    model = convert(
+        flexible_program(),
+        inputs=[
+            ct.TensorType("x", shape=(ct.RangeDim(1, 10, 3), 4)),
+            ct.TensorType("y", shape=ct.EnumeratedShapes([(2, 3), (4, 3)], default=(4, 3)), dtype=np.float16),
+        ],
+    )
     model.author, model.license, model.version = "A. Author", "BSD-3-Clause", "1.2.3"
     model.short_description = "a flexible model"
     model.input_description["x"] = "features"
@@ -106,8 +116,10 @@ def test_round_trip_keeps_the_whole_protobuf_and_weight_bytes(flexible_package, 
 def test_round_trip_outputs_are_bit_identical_and_match_the_source_program(flexible_package, tmp_path, batch, rows):
     package, reread = round_trip(flexible_package, tmp_path)
     rng = np.random.default_rng(batch)
-    feeds = {"x": rng.standard_normal((batch, 4)).astype(np.float32),
-             "y": rng.standard_normal((rows, 3)).astype(np.float16)}
+    feeds = {
+        "x": rng.standard_normal((batch, 4)).astype(np.float32),
+        "y": rng.standard_normal((rows, 3)).astype(np.float16),
+    }
     assert_same_outputs(package.program, reread.program, feeds)
     assert_same_outputs(flexible_program(), package.program, feeds)
 
@@ -123,8 +135,9 @@ def control_flow_program():
 
         a, _ = mb.while_loop(_cond=cond, _body=body, loop_vars=(x, 0))
         positive = mb.greater(x=mb.reduce_sum(x=a), y=0.0)
-        return mb.cond(pred=positive, _true_fn=lambda: mb.mul(x=a, y=2.0),
-                       _false_fn=lambda: mb.mul(x=a, y=3.0), name="out")
+        return mb.cond(
+            pred=positive, _true_fn=lambda: mb.mul(x=a, y=2.0), _false_fn=lambda: mb.mul(x=a, y=3.0), name="out"
+        )
 
     return prog
 
@@ -174,8 +187,10 @@ def test_mlmodel_file_holding_an_ml_program(tmp_path):
     f32 = lambda *shape: hand.tensor_type("fp32", shape)  # noqa: E731
     model = hand.ml_program(
         [("x", f32(2, 3))],
-        [hand.const("bias", np.arange(3, dtype=np.float32)),
-         hand.operation("add", [("y", f32(2, 3))], {"x": "x", "y": "bias"})],
+        [
+            hand.const("bias", np.arange(3, dtype=np.float32)),
+            hand.operation("add", [("y", f32(2, 3))], {"x": "x", "y": "bias"}),
+        ],
         ["y"],
     )
     model.description.metadata.author = "hand"
@@ -196,7 +211,8 @@ F32 = lambda *shape: hand.tensor_type("fp32", shape)  # noqa: E731
 def write_duplicated_names(path):
     """``a`` defined twice: ``b`` reads the first (x + 1), ``out`` the second (x - 1)."""
     ops = [
-        hand.const("one", np.float32(1)), hand.const("two", np.float32(2)),
+        hand.const("one", np.float32(1)),
+        hand.const("two", np.float32(2)),
         hand.operation("add", [("a", F32(2, 2))], {"x": "x", "y": "one"}),
         hand.operation("mul", [("b", F32(2, 2))], {"x": "a", "y": "two"}),
         hand.operation("sub", [("a", F32(2, 2))], {"x": "x", "y": "one"}),
@@ -227,7 +243,9 @@ def test_webnn_bool_temporaries_defined_twice(tmp_path):
     b, u8 = hand.tensor_type("bool", (2, 2)), hand.tensor_type("uint8", (2, 2))
     uint8, boolean = hand.const("uint8_name", np.array("uint8")), hand.const("bool_name", np.array("bool"))
     ops = [
-        uint8, boolean, hand.const("int32_name", np.array("int32")),
+        uint8,
+        boolean,
+        hand.const("int32_name", np.array("int32")),
         hand.operation("greater", [("t_bool", b)], {"x": "x", "y": "y"}),
         hand.operation("cast", [("t", u8)], {"x": "t_bool", "dtype": "uint8_name"}),
         hand.operation("less", [("u_bool", b)], {"x": "x", "y": "z"}),
@@ -273,7 +291,9 @@ def test_a_branch_shadowing_an_outer_name_is_renamed_and_scoped(tmp_path):
     branch = hand.operation("cond", [("c", F32(2))], {"pred": "pred"})
     branch.blocks.extend([true_branch, false_branch])
     ops = [
-        hand.const("zero", np.float32(0)), hand.const("one", np.float32(1)), hand.const("two", np.float32(2)),
+        hand.const("zero", np.float32(0)),
+        hand.const("one", np.float32(1)),
+        hand.const("two", np.float32(2)),
         hand.const("three", np.float32(3)),
         hand.operation("reduce_sum", [("total", F32())], {"x": "p"}),
         hand.operation("greater", [("pred", hand.tensor_type("bool", ()))], {"x": "total", "y": "zero"}),
@@ -314,7 +334,8 @@ def write_wrong_conv_input_type(path):
     weight = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
     blob, (offset,) = hand.blob_file([weight])
     ops = [
-        hand.const("lo", np.float32(0)), hand.const("hi", np.float32(6)),
+        hand.const("lo", np.float32(0)),
+        hand.const("hi", np.float32(6)),
         hand.operation("clip", [("act", F32(1))], {"x": "x", "alpha": "lo", "beta": "hi"}),
         hand.blob_const("w", "fp32", weight.shape, offset),
         hand.const("valid", np.array("valid")),
@@ -327,19 +348,24 @@ def write_wrong_conv_input_type(path):
 def test_wrong_declared_type_is_named_and_fixed(tmp_path):
     path, model = write_wrong_conv_input_type(tmp_path / "conv.mlpackage")
     with pytest.raises(AssertionError, match="Mismatch between var types"):  # what coremltools says
-        coremltools_load(model_spec=model, specification_version=8,
-                         file_weights_dir=str(path / "Data/com.apple.CoreML/weights"))
+        coremltools_load(
+            model_spec=model, specification_version=8, file_weights_dir=str(path / "Data/com.apple.CoreML/weights")
+        )
     package = mlpackage.read(path)
     (finding,) = package.findings
     assert (finding.rule, finding.severity, finding.op) == ("declared-type-mismatch", "error", "act")
-    assert ("clip 'act' declares 'act' as tensor<fp32, [1]>, but its inputs give "
-            "tensor<fp32, [1, 3, 8, 8]>") in finding.message
+    assert (
+        "clip 'act' declares 'act' as tensor<fp32, [1]>, but its inputs give tensor<fp32, [1, 3, 8, 8]>"
+    ) in finding.message
 
     written = mlpackage.save(package.program, tmp_path / "fixed.mlpackage", like=package)
     fixed = mlpackage.read(written)
     assert fixed.findings == []
-    clip = next(op for op in spec_of(written).mlProgram.functions["main"].block_specializations["CoreML7"].operations
-                if op.type == "clip")
+    clip = next(
+        op
+        for op in spec_of(written).mlProgram.functions["main"].block_specializations["CoreML7"].operations
+        if op.type == "clip"
+    )
     assert [d.constant.size for d in clip.outputs[0].type.tensorType.dimensions] == [1, 3, 8, 8]
     feeds = random_inputs(package.program, seed=0)
     assert_same_outputs(package.program, fixed.program, feeds)
@@ -367,7 +393,8 @@ def test_coremltools_writes_a_literal_zero_type_for_reshape_and_it_is_fixed(tmp_
 
     package = mlpackage.read(source)
     assert [(f.rule, f.op) for f in package.findings] == [
-        ("declared-type-mismatch", "heads"), ("declared-type-mismatch", "out")
+        ("declared-type-mismatch", "heads"),
+        ("declared-type-mismatch", "out"),
     ]
     assert "tensor<fp32, [0, 0, 4, 8]>, but its inputs give tensor<fp32, [?, ?, 4, 8]>" in package.findings[0].message
     assert "leaves a reshape's 0 unresolved" in package.findings[0].message
@@ -440,8 +467,11 @@ def test_many_definitions_of_one_name_are_renamed_in_linear_time():
             (finding,) = fix_duplicate_names(spec)
             best = min(best, time.perf_counter() - start)
         assert f"'t' is defined {count} times" in finding.message
-        names = [out.name for op in spec.mlProgram.functions["main"].block_specializations["CoreML7"].operations
-                 for out in op.outputs]
+        names = [
+            out.name
+            for op in spec.mlProgram.functions["main"].block_specializations["CoreML7"].operations
+            for out in op.outputs
+        ]
         assert len(set(names)) == len(names) and names[-2] == f"t_{count - 1}"
         return best
 

@@ -52,7 +52,9 @@ def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
         assert first_const_elimination < names.index(name) < names.index("common::remove_symbolic_reshape")
     # fold_shape_ops runs again after the streaming rewrite (see PLACEMENT).
     last_fold = len(names) - 1 - names[::-1].index("webnn::fold_shape_ops")
-    assert names.index("webnn::concat_slice_to_slice_concat") < last_fold < names.index("common::remove_symbolic_reshape")
+    assert (
+        names.index("webnn::concat_slice_to_slice_concat") < last_fold < names.index("common::remove_symbolic_reshape")
+    )
     # So does canonicalize_uint8_select, after the second fold.
     last_canonicalize = len(names) - 1 - names[::-1].index("webnn::canonicalize_uint8_select")
     assert last_fold < last_canonicalize < names.index("common::remove_symbolic_reshape")
@@ -139,7 +141,9 @@ def test_cli_list_names_every_pass(capsys):
 def test_console_script_runs_the_demo_on_a_small_example(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "mil_passes.cli", "demo", "--out", str(tmp_path), "--layers", "3", "--channels", "16"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "windows the Neural Engine refuses: 3 before, 0 after" in result.stdout
     assert "bit-identical" in result.stdout

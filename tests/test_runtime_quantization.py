@@ -11,7 +11,7 @@ import pytest
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.frontend.milproto.load import load as coremltools_load
 from coremltools.converters.mil.mil import types
-from hypothesis import assume, given, strategies as st
+from hypothesis import given, strategies as st
 
 import coremltools as ct
 
@@ -75,11 +75,15 @@ def webnn_package(path):
         hand.const("axis", np.int32(1)),
         hand.const("half", np.float32(0.5)),
         hand.operation("cast", [("zp", i8(3))], {"x": "z", "dtype": "int8_name"}),
-        hand.operation("quantize", [("q", i8(2, 3, 4))], {
-            "input": "x", "scale": "half", "zero_point": "zp", "axis": "axis", "output_dtype": "int8_name"}),
+        hand.operation(
+            "quantize",
+            [("q", i8(2, 3, 4))],
+            {"input": "x", "scale": "half", "zero_point": "zp", "axis": "axis", "output_dtype": "int8_name"},
+        ),
         hand.operation("mul", [("s_half", F32(3))], {"x": "s", "y": "half"}),
-        hand.operation("dequantize", [("out", F32(2, 3, 4))], {
-            "input": "q", "scale": "s_half", "zero_point": "zp", "axis": "axis"}),
+        hand.operation(
+            "dequantize", [("out", F32(2, 3, 4))], {"input": "q", "scale": "s_half", "zero_point": "zp", "axis": "axis"}
+        ),
     ]
     model = hand.ml_program([("x", F32(2, 3, 4)), ("z", hand.tensor_type("int32", (3,))), ("s", F32(3))], ops, ["out"])
     return hand.write_package(model, path), model
@@ -112,8 +116,11 @@ def test_each_op_is_a_finding_naming_the_op_the_parameter_the_var_and_the_fix(tm
     assert [(f.rule, f.severity, f.op) for f in findings] == [(RULE, "error", "q"), (RULE, "error", "out")]
     assert findings[0].message.startswith(
         "quantize 'q' reads zero_point from 'zp', which is computed at run time: the iOS17 op spec "
-        "requires const zero_point")
-    assert findings[1].message.startswith("dequantize 'out' reads scale from 's_half' and zero_point from 'zp', which are")
+        "requires const zero_point"
+    )
+    assert findings[1].message.startswith(
+        "dequantize 'out' reads scale from 's_half' and zero_point from 'zp', which are"
+    )
     assert all("(fix: mil-passes optimize lowers it to " in f.message for f in findings)
     assert "real_div, round, reshape, cast, add and clip" in findings[0].message
 
@@ -140,8 +147,11 @@ def test_optimize_writes_a_package_coremltools_builds_that_lints_clean(tmp_path)
     written = mlpackage.read(run.output)
     assert written.findings == [] and written.lint() == []
     spec = written.spec
-    coremltools_load(model_spec=spec, specification_version=spec.specificationVersion,
-                     file_weights_dir=str(run.output / "Data/com.apple.CoreML/weights"))
+    coremltools_load(
+        model_spec=spec,
+        specification_version=spec.specificationVersion,
+        file_weights_dir=str(run.output / "Data/com.apple.CoreML/weights"),
+    )
     assert [f.name for f in spec.description.input] == ["x", "z", "s"]
     assert [f.name for f in spec.description.output] == ["out"]
     for seed in range(5):
@@ -190,7 +200,10 @@ def test_an_immediate_parameter_is_kept_as_a_const(tmp_path):
     x = np.array([-1.0, 0.125, 0.375, 40.0], np.float32)
     zp = np.array([3], np.int32)
     out = evaluate(program, {"x": x, "zero_point": zp})["out"]
-    assert out.tolist() == quantize_formula(x, np.float32(0.25), zp.astype(np.int8), None, "int8").astype(np.int32).tolist()
+    assert (
+        out.tolist()
+        == quantize_formula(x, np.float32(0.25), zp.astype(np.int8), None, "int8").astype(np.int32).tolist()
+    )
 
 
 def test_an_output_dtype_that_is_not_int8_or_uint8_is_one_line(tmp_path):
@@ -198,7 +211,9 @@ def test_an_output_dtype_that_is_not_int8_or_uint8_is_one_line(tmp_path):
     ops = model.mlProgram.functions["main"].block_specializations["CoreML7"].operations
     next(op for op in ops if op.outputs[0].name == "int_dtype").CopyFrom(hand.const("int_dtype", np.array("int16")))
     path = hand.write_package(model, tmp_path / "bad.mlpackage")
-    with pytest.raises(PackageError, match=r"bad\.mlpackage: quantize 'q': output_dtype 'int16' is not one of int8, uint8$"):
+    with pytest.raises(
+        PackageError, match=r"bad\.mlpackage: quantize 'q': output_dtype 'int16' is not one of int8, uint8$"
+    ):
         mlpackage.read(path)
 
 
@@ -262,8 +277,15 @@ def expected_for(case):
 def test_the_lowered_program_is_the_formula_bit_for_bit(case):
     op_type, float_dtype, int_dtype, shape, axis, runtime, scale, zero_point, x, full_rank = case
     model = hand.quantization_model(
-        op_type, shape, float_dtype=float_dtype, int_dtype=int_dtype, axis=axis, scale=scale,
-        zero_point=zero_point, runtime=sorted(runtime), with_zero_point=zero_point is not None,
+        op_type,
+        shape,
+        float_dtype=float_dtype,
+        int_dtype=int_dtype,
+        axis=axis,
+        scale=scale,
+        zero_point=zero_point,
+        runtime=sorted(runtime),
+        with_zero_point=zero_point is not None,
         full_rank=full_rank,
     )
     (finding,) = lower_runtime_quantization(model)
@@ -279,8 +301,9 @@ def test_the_lowered_program_is_the_formula_bit_for_bit(case):
 def test_ties_round_half_to_even_and_values_clip():
     """The cases the property must reach, written out: .5 ties either way, both clip bounds."""
     x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 1000.0, -1000.0], np.float16)
-    model = hand.quantization_model("quantize", (7,), float_dtype="fp16", int_dtype="uint8",
-                                    scale=np.float16(1), runtime=("zero_point",))
+    model = hand.quantization_model(
+        "quantize", (7,), float_dtype="fp16", int_dtype="uint8", scale=np.float16(1), runtime=("zero_point",)
+    )
     lower_runtime_quantization(model)
     program = coremltools_load(model_spec=model, specification_version=8, file_weights_dir="")
     out = evaluate(program, {"x": x, "zero_point": np.array([3], np.int32)})["out"]
@@ -295,8 +318,14 @@ def builder_program(float_dtype: str, int_dtype: str, axis):
     shape = (2, 3, 4)
     channels = shape[axis] if axis is not None else 1
 
-    @mb.program(input_specs=[mb.TensorSpec(shape, dtype=fp), mb.TensorSpec((channels,), dtype=fp),
-                             mb.TensorSpec((channels,), dtype=types.int32)], opset_version=ct.target.iOS17)
+    @mb.program(
+        input_specs=[
+            mb.TensorSpec(shape, dtype=fp),
+            mb.TensorSpec((channels,), dtype=fp),
+            mb.TensorSpec((channels,), dtype=types.int32),
+        ],
+        opset_version=ct.target.iOS17,
+    )
     def prog(x, scale, z):
         zero_point = mb.cast(x=z, dtype=int_dtype, name="zp")
         q = quantize(x, scale, zero_point, axis=axis, output_dtype=int_dtype, name="q")
@@ -330,8 +359,7 @@ def test_builder_helpers_and_the_protobuf_lowering_emit_one_op_sequence():
     lower_runtime_quantization(model)
     ops = model.mlProgram.functions["main"].block_specializations["CoreML7"].operations
     from_protobuf = [op.type for op in ops if op.type != "const" and op.outputs[0].name.startswith("q")]
-    assert from_protobuf == from_builder == [
-        "reshape", "real_div", "round", "reshape", "cast", "add", "clip", "cast"]
+    assert from_protobuf == from_builder == ["reshape", "real_div", "round", "reshape", "cast", "add", "clip", "cast"]
 
 
 def test_builder_helpers_with_const_parameters_are_the_mil_ops():
@@ -379,7 +407,9 @@ def test_cli_lint_names_the_ops_and_exits_1(tmp_path, capsys):
     status, out, err = run(capsys, "lint", path)
     assert (status, err) == (1, "")
     lines = out.strip().splitlines()
-    assert lines[0].startswith(f"error: [{RULE}] quantize 'q' reads zero_point from 'zp', which is computed at run time")
+    assert lines[0].startswith(
+        f"error: [{RULE}] quantize 'q' reads zero_point from 'zp', which is computed at run time"
+    )
     assert lines[1].startswith(f"error: [{RULE}] dequantize 'out' reads scale from 's_half' and zero_point from 'zp'")
     assert lines[-1] == f"{path}: 2 errors, 0 warnings, 0 infos"
     status, out, _ = run(capsys, "lint", path, "--json")
@@ -412,7 +442,9 @@ def constexpr_model(op_type: str, opset: str, version: int):
     if op_type == "constexpr_blockwise_shift_scale":
         inputs = {"data": "data", "scale": "scale_rows"}
     ops = [
-        hand.const("data", data), hand.const("zp", np.array([1, -2, 3], np.int8)), hand.const("axis", np.int32(1)),
+        hand.const("data", data),
+        hand.const("zp", np.array([1, -2, 3], np.int8)),
+        hand.const("axis", np.int32(1)),
         hand.const("row_shape", np.array([1, 3], np.int32)),
         hand.operation("reshape", [("scale_rows", F32(1, 3))], {"x": "scale", "shape": "row_shape"}),
         hand.operation(op_type, [("out", F32(2, 3))], inputs),
@@ -428,18 +460,30 @@ def test_constexpr_affine_dequantize_with_a_run_time_scale_is_lowered(tmp_path):
     (finding,) = package.findings
     assert finding.message.startswith(
         "constexpr_affine_dequantize 'out' reads scale from 'scale', which is computed at run time: "
-        "a constexpr op requires const scale and Core ML refuses")
+        "a constexpr op requires const scale and Core ML refuses"
+    )
     scale = np.array([0.5, 3.0, 0.1], np.float32)
     expected = dequantize_formula(data, scale, np.array([1, -2, 3], np.int8), 1)
     assert same_bits(evaluate(package.program, {"scale": scale})["out"], expected)
 
 
-@pytest.mark.parametrize("op_type, opset, version, message", [
-    ("constexpr_affine_dequantize", "CoreML6", 7,
-     r"reads scale from 'scale', .*; lowering it casts int8, .* this function's opset is CoreML6$"),
-    ("constexpr_blockwise_shift_scale", "CoreML8", 9,
-     r"reads scale from 'scale_rows', .*; mil-passes does not lower constexpr_blockwise_shift_scale$"),
-])
+@pytest.mark.parametrize(
+    "op_type, opset, version, message",
+    [
+        (
+            "constexpr_affine_dequantize",
+            "CoreML6",
+            7,
+            r"reads scale from 'scale', .*; lowering it casts int8, .* this function's opset is CoreML6$",
+        ),
+        (
+            "constexpr_blockwise_shift_scale",
+            "CoreML8",
+            9,
+            r"reads scale from 'scale_rows', .*; mil-passes does not lower constexpr_blockwise_shift_scale$",
+        ),
+    ],
+)
 def test_what_cannot_be_lowered_is_one_line(tmp_path, op_type, opset, version, message):
     model, _ = constexpr_model(op_type, opset, version)
     path = hand.write_package(model, tmp_path / "c.mlpackage")
@@ -453,19 +497,25 @@ def test_an_op_in_a_nested_block_is_lowered_there(tmp_path):
 
     def branch(name: str, scale: float):
         block = hand.MIL.Block()
-        block.operations.extend([
-            hand.const(f"{name}_scale", np.float32(scale)),
-            hand.operation("quantize", [(f"{name}_q", hand.tensor_type("int8", (4,)))], {
-                "input": "x", "scale": f"{name}_scale", "zero_point": "zp", "output_dtype": "int8_name"}),
-            hand.operation("cast", [(f"{name}_out", i32)], {"x": f"{name}_q", "dtype": "int32_name"}),
-        ])
+        block.operations.extend(
+            [
+                hand.const(f"{name}_scale", np.float32(scale)),
+                hand.operation(
+                    "quantize",
+                    [(f"{name}_q", hand.tensor_type("int8", (4,)))],
+                    {"input": "x", "scale": f"{name}_scale", "zero_point": "zp", "output_dtype": "int8_name"},
+                ),
+                hand.operation("cast", [(f"{name}_out", i32)], {"x": f"{name}_q", "dtype": "int32_name"}),
+            ]
+        )
         block.outputs.append(f"{name}_out")
         return block
 
     cond = hand.operation("cond", [("out", i32)], {"pred": "p"})
     cond.blocks.extend([branch("then", 0.5), branch("else", 0.25)])
     ops = [
-        hand.const("int8_name", np.array("int8")), hand.const("int32_name", np.array("int32")),
+        hand.const("int8_name", np.array("int8")),
+        hand.const("int32_name", np.array("int32")),
         hand.const("bool_name", np.array("bool")),
         hand.operation("cast", [("zp", hand.tensor_type("int8", (1,)))], {"x": "z", "dtype": "int8_name"}),
         hand.operation("squeeze", [("z_scalar", hand.tensor_type("int32", ()))], {"x": "z"}),
@@ -495,13 +545,19 @@ def test_a_program_without_quantization_ops_is_not_touched(tmp_path):
 
 def test_a_const_parameter_stays_a_const():
     """A per-channel const scale is reshaped into a new const, a const zero point cast into one."""
-    model = hand.quantization_model("quantize", (2, 3, 4), axis=1, float_dtype="fp16", scale=[0.5, 1, 2],
-                                    zero_point=[1, -2, 3], runtime=("scale",))
+    model = hand.quantization_model(
+        "quantize", (2, 3, 4), axis=1, float_dtype="fp16", scale=[0.5, 1, 2], zero_point=[1, -2, 3], runtime=("scale",)
+    )
     lower_runtime_quantization(model)
     program = coremltools_load(model_spec=model, specification_version=8, file_weights_dir="")
     ops = {op.name: op for op in iter_ops(program)}
     assert [op.op_type for op in ops.values() if op.op_type not in ("const", "cast")] == [
-        "reshape", "real_div", "round", "add", "clip"]
+        "reshape",
+        "real_div",
+        "round",
+        "add",
+        "clip",
+    ]
     zero = ops["q_shifted"].y
     assert zero.op.op_type == "const" and zero.val.dtype == np.float16
     assert zero.val.tolist() == [[1.0], [-2.0], [3.0]]
@@ -523,11 +579,16 @@ def test_what_reads_a_lowered_constexpr_op_reads_a_run_time_value(tmp_path):
     """quantize(x, scale=constexpr_affine_dequantize(data, scale=s)): both ops are lowered."""
     model, data = constexpr_model("constexpr_affine_dequantize", "CoreML7", 8)
     function = model.mlProgram.functions["main"]
-    function.block_specializations["CoreML7"].operations.extend([
-        hand.const("int8_name", np.array("int8")),
-        hand.operation("quantize", [("q", hand.tensor_type("int8", (2, 3)))], {
-            "input": "x", "scale": "out", "output_dtype": "int8_name"}),
-    ])
+    function.block_specializations["CoreML7"].operations.extend(
+        [
+            hand.const("int8_name", np.array("int8")),
+            hand.operation(
+                "quantize",
+                [("q", hand.tensor_type("int8", (2, 3)))],
+                {"input": "x", "scale": "out", "output_dtype": "int8_name"},
+            ),
+        ]
+    )
     x_input = function.inputs.add()
     x_input.name = "x"
     x_input.type.CopyFrom(F32(2, 3))
@@ -569,8 +630,10 @@ def test_a_parameter_of_the_input_rank_broadcasts_as_it_is():
     x = (np.random.default_rng(5).standard_normal((2, 3, 4)) * 40).astype(np.float32)
     scale, z = np.array([[[0.5], [1.0], [2.0]]], np.float32), np.array([[[1], [-2], [3]]], np.int32)
 
-    @mb.program(input_specs=[mb.TensorSpec((2, 3, 4)), mb.TensorSpec((1, 3, 1)),
-                             mb.TensorSpec((1, 3, 1), dtype=types.int32)], opset_version=ct.target.iOS17)
+    @mb.program(
+        input_specs=[mb.TensorSpec((2, 3, 4)), mb.TensorSpec((1, 3, 1)), mb.TensorSpec((1, 3, 1), dtype=types.int32)],
+        opset_version=ct.target.iOS17,
+    )
     def prog(x, scale, z):
         return quantize(x, scale, mb.cast(x=z, dtype="int8"), axis=1, name="q")
 

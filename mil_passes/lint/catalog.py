@@ -27,34 +27,39 @@ RULES: dict[str, Rule] = {
     rule.id: rule
     for rule in (
         Rule(
-            "ane-refused-slice-of-concat", "error",
+            "ane-refused-slice-of-concat",
+            "error",
             "a `slice_by_index` on a concat's last axis, offset not a multiple of 8, width a multiple of 8 "
             "but not of 32, joined by `concat`/`stack`",
             "webnn::concat_slice_to_slice_concat",
             "reported on an M2 Pro (macOS 27.2, coremltools 9.0, iOS17): the Neural Engine compiler fails "
-            "(\"Graph traversal failure\", code 22) and Core ML runs all 1,674 ops on the CPU, ~15x slower "
+            '("Graph traversal failure", code 22) and Core ML runs all 1,674 ops on the CPU, ~15x slower '
             "(docs/evidence.md)",
         ),
         Rule(
-            "slice-of-concat", "info",
+            "slice-of-concat",
+            "info",
             "any other window cut from a concat's output on its axis",
             "webnn::concat_slice_to_slice_concat",
             "same graph shape as above, not known to be refused; NVIDIA NeMo's `CausalConv1D.update_cache` writes it",
         ),
         Rule(
-            "non-bool-condition", "info",
+            "non-bool-condition",
+            "info",
             "a `cast` to bool (WebNN's uint8 booleans, numeric truth values)",
             "webnn::canonicalize_uint8_select",
             "valid MIL; WebNN converters wrap every comparison and logical op in casts (rustnn's Core ML backend)",
         ),
         Rule(
-            "bool-simplification", "info",
+            "bool-simplification",
+            "info",
             "`select` of constant ones and zeros, `select` of a `logical_not`, `logical_not` of a `logical_not`",
             "webnn::canonicalize_uint8_select",
             "valid MIL that a cast or swapped operands compute with fewer ops",
         ),
         Rule(
-            "runtime-shape", "info",
+            "runtime-shape",
+            "info",
             "shape arithmetic a pass folds to constants, or a `shape` op that stays and why (in the user's "
             "names of flexible inputs)",
             "webnn::fold_shape_ops",
@@ -62,32 +67,36 @@ RULES: dict[str, Rule] = {
             "one run-time dim",
         ),
         Rule(
-            "duplicate-name", "error",
+            "duplicate-name",
+            "error",
             "a name defined again where an earlier definition is visible",
             "webnn::rename_duplicate_temporaries",
             "a saved `.mlpackage` links uses to definitions by name: reloaded, it reads the wrong definition "
             "without a word (coremltools' `dedup_op_and_var_names` runs only in DEFAULT)",
         ),
         Rule(
-            "interface-name-clash", "warning",
+            "interface-name-clash",
+            "warning",
             "a function input and a different output (or two outputs) with one name",
             "",
             "no renaming keeps the interface; the saved model cannot tell the two apart",
         ),
         Rule(
-            "declared-type-mismatch", "error",
+            "declared-type-mismatch",
+            "error",
             "a type the protobuf declares that the op's inputs contradict",
             "mil-passes optimize (writes the inferred types)",
             "Core ML's compiler checks declared types: \"Param x has incorrect type for operator ios17.conv ... "
-            "got tensor<fp32, [1]>\" (pywebnn MobileNetV2); coremltools 9.0 itself writes `[0, 0, 4, 8]` for "
+            'got tensor<fp32, [1]>" (pywebnn MobileNetV2); coremltools 9.0 itself writes `[0, 0, 4, 8]` for '
             "`reshape(x[B, S, 32, 1], [0, 0, 4, 8])`",
         ),
         Rule(
-            "dynamic-quantization-param", "error",
+            "dynamic-quantization-param",
+            "error",
             "a `quantize`/`dequantize` (or `constexpr_affine_dequantize`) whose `scale` or `zero_point` is not a const",
             "mil-passes optimize (lowers it to the op spec's formula)",
             "the iOS17 op spec requires const `scale` and `zero_point`; Core ML's compiler refuses the model and "
-            "coremltools' loader cannot read it (\"Input zero_point must be const at compile time\")",
+            'coremltools\' loader cannot read it ("Input zero_point must be const at compile time")',
         ),
     )
 }

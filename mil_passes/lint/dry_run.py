@@ -49,7 +49,9 @@ def _pattern_findings(instance: PatternPass, pass_name: str, prog: Program, word
     return findings
 
 
-def _rename_findings(instance: RenameDuplicateTemporaries, pass_name: str, prog: Program, words: Words) -> list[Finding]:
+def _rename_findings(
+    instance: RenameDuplicateTemporaries, pass_name: str, prog: Program, words: Words
+) -> list[Finding]:
     try:
         planned = plan_renames(prog)
     except ValueError as clash:

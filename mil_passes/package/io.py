@@ -128,9 +128,12 @@ def _drop_loader_placeholders(program: Program, defined: set[str]) -> None:
     blocks (they are not in the protobuf; left in, every round trip would add them)."""
     for block in iter_blocks(program):
         placeholders = [
-            op for op in block.operations
-            if op.op_type == "const" and op.outputs[0].name not in defined
-            and not op.outputs[0].child_ops and op.outputs[0] not in block.outputs
+            op
+            for op in block.operations
+            if op.op_type == "const"
+            and op.outputs[0].name not in defined
+            and not op.outputs[0].child_ops
+            and op.outputs[0] not in block.outputs
         ]
         if placeholders:
             block.remove_ops(placeholders)
@@ -220,9 +223,7 @@ def _check_interface(prog: Program, description) -> None:
         raise ValueError(f"the program has no function '{_main_function_name(description)}'")
     described_inputs = sorted([f.name for f in description.input] + [f.name for f in description.state])
     if described_inputs != sorted(func.inputs):
-        raise ValueError(
-            f"the program's inputs {sorted(func.inputs)} are not the described {described_inputs}"
-        )
+        raise ValueError(f"the program's inputs {sorted(func.inputs)} are not the described {described_inputs}")
     outputs = [var.name for var in func.outputs]
     described_outputs = [f.name for f in description.output]
     if outputs != described_outputs:
@@ -240,7 +241,7 @@ def _reconcile_output_types(prog: Program, description) -> None:
         array = feature.type.multiArrayType
         computed = inferred_type(var)
         dtype = ARRAY_DTYPES.get(computed[1]) if computed else None
-        if dtype is None:
+        if computed is None or dtype is None:
             continue
         said_dtype = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Name(array.dataType)
         shape_wrong = bool(array.shape) and contradicts(("tensor", computed[1], tuple(array.shape)), computed)

@@ -7,22 +7,32 @@ coremltools' own MIL serializer helpers (fp16 and int8 go to the ``bytes`` field
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from coremltools import proto
 from coremltools.converters.mil.backend.mil.helper import create_scalar_value, create_tensor_value
 
 MIL = proto.MIL_pb2
+# coremltools ships no type stubs for its protobuf modules: the messages are Any to mypy.
+ValueType = Any  # MIL_pb2.ValueType
+Value = Any  # MIL_pb2.Value
+Operation = Any  # MIL_pb2.Operation
 DTYPES = {
-    "fp16": MIL.FLOAT16, "fp32": MIL.FLOAT32, "int8": MIL.INT8, "int16": MIL.INT16,
-    "int32": MIL.INT32, "uint8": MIL.UINT8, "uint16": MIL.UINT16, "bool": MIL.BOOL,
+    "fp16": MIL.FLOAT16,
+    "fp32": MIL.FLOAT32,
+    "int8": MIL.INT8,
+    "int16": MIL.INT16,
+    "int32": MIL.INT32,
+    "uint8": MIL.UINT8,
+    "uint16": MIL.UINT16,
+    "bool": MIL.BOOL,
     "string": MIL.STRING,
 }
 DTYPE_NAMES = {code: name for name, code in DTYPES.items()}
 
 
-def tensor_type(dtype: str, shape: Sequence[int | None]) -> "MIL.ValueType":
+def tensor_type(dtype: str, shape: Sequence[int | None]) -> ValueType:
     """``tensor<dtype, shape>``; ``None`` in ``shape`` is a dim known only at run time."""
     value_type = MIL.ValueType()
     tensor = value_type.tensorType
@@ -37,7 +47,7 @@ def tensor_type(dtype: str, shape: Sequence[int | None]) -> "MIL.ValueType":
     return value_type
 
 
-def immediate(array) -> "MIL.Value":
+def immediate(array) -> Value:
     """An immediate value holding ``array`` (its dtype decides the type and the field)."""
     array = np.asarray(array)
     if array.dtype.kind in "US":
@@ -49,34 +59,38 @@ def immediate(array) -> "MIL.Value":
 
 # dtype -> (the TensorValue field that holds it, numpy dtype); fp16 and 8-bit ints are raw bytes
 _FIELDS = {
-    "fp32": ("floats", np.float32), "int32": ("ints", np.int32), "bool": ("bools", np.bool_),
-    "fp16": ("bytes", np.float16), "int8": ("bytes", np.int8), "uint8": ("bytes", np.uint8),
+    "fp32": ("floats", np.float32),
+    "int32": ("ints", np.int32),
+    "bool": ("bools", np.bool_),
+    "fp16": ("bytes", np.float16),
+    "int8": ("bytes", np.int8),
+    "uint8": ("bytes", np.uint8),
 }
 
 
-def immediate_array(value: "MIL.Value") -> np.ndarray | None:
+def immediate_array(value: Value) -> np.ndarray | None:
     """The array an immediate tensor value holds; None for another value (a blob file, a
     string, a list) or dtype."""
     if value.WhichOneof("value") != "immediateValue" or value.type.WhichOneof("type") != "tensorType":
         return None
     tensor_type_ = value.type.tensorType
-    field = _FIELDS.get(DTYPE_NAMES.get(tensor_type_.dataType))
-    dims = [d.constant.size if d.WhichOneof("dimension") == "constant" else None for d in tensor_type_.dimensions]
-    if field is None or None in dims:
+    field = _FIELDS.get(DTYPE_NAMES.get(tensor_type_.dataType, ""))
+    if field is None or any(d.WhichOneof("dimension") != "constant" for d in tensor_type_.dimensions):
         return None
+    dims = [int(d.constant.size) for d in tensor_type_.dimensions]
     values = getattr(value.immediateValue.tensor, field[0]).values
-    flat = np.frombuffer(values, field[1]) if field[0] == "bytes" else np.array(values, field[1])
+    flat: np.ndarray = np.frombuffer(values, field[1]) if field[0] == "bytes" else np.array(values, field[1])
     return flat.reshape(dims) if flat.size == int(np.prod(dims)) else None
 
 
 def operation(
     op_type: str,
-    outputs: Sequence[tuple[str, "MIL.ValueType"]],
+    outputs: Sequence[tuple[str, ValueType]],
     inputs: Mapping[str, str | Sequence[str]] | None = None,
     *,
     name: str | None = None,
-    attributes: Mapping[str, "MIL.Value"] | None = None,
-) -> "MIL.Operation":
+    attributes: Mapping[str, Value] | None = None,
+) -> Operation:
     """An op reading ``inputs`` (param → var name, or names for a tuple input) and defining
     ``outputs``; its ``name`` attribute defaults to its first output's name."""
     op = MIL.Operation()
@@ -95,7 +109,7 @@ def operation(
     return op
 
 
-def const(name: str, array) -> "MIL.Operation":
+def const(name: str, array) -> Operation:
     """A ``const`` op holding ``array`` as an immediate value."""
     value = immediate(array)
     return operation("const", [(name, value.type)], attributes={"val": value})

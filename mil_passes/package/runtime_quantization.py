@@ -22,6 +22,7 @@ lowered), as is a lowering in a function older than iOS17 (MIL's cast takes int8
 from __future__ import annotations
 
 from collections import Counter
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -30,7 +31,7 @@ import numpy as np
 from ..ir import FreshNames
 from ..lint.findings import Finding
 from ..quantization import FLOAT_DTYPES, RANGES, dequantize_steps, fold, is_constant, quantize_steps
-from .milproto import DTYPE_NAMES, MIL, const, immediate, immediate_array, operation, tensor_type
+from .milproto import DTYPE_NAMES, MIL, Value, ValueType, const, immediate, immediate_array, operation, tensor_type
 
 RULE = "dynamic-quantization-param"
 LOWERING_OPSET = 7  # the lowering casts int8/uint8, which MIL's cast takes from iOS17 (CoreML7) on
@@ -61,7 +62,14 @@ def _quantize(emit, x, scale, zero_point, axis, rank, float_dtype, op_reader) ->
             f"{op_reader.label}: output_dtype '{output_dtype}' is not one of {', '.join(RANGES)}"
         )
     return quantize_steps(
-        emit, x, scale, zero_point, axis=axis, rank=rank, float_dtype=float_dtype, output_dtype=output_dtype,
+        emit,
+        x,
+        scale,
+        zero_point,
+        axis=axis,
+        rank=rank,
+        float_dtype=float_dtype,
+        output_dtype=output_dtype,
     )
 
 
@@ -75,10 +83,19 @@ QUANTIZATION_OPS = {
     "quantize": QuantizationOp("input", "input", ("scale", "zero_point"), IOS17_SPEC, _quantize),
     "dequantize": QuantizationOp("input", "scale", ("scale", "zero_point"), IOS17_SPEC, _dequantize),
     "constexpr_affine_dequantize": QuantizationOp(
-        "quantized_data", "scale", ("quantized_data", "scale", "zero_point"), CONSTEXPR_SPEC, _dequantize,
+        "quantized_data",
+        "scale",
+        ("quantized_data", "scale", "zero_point"),
+        CONSTEXPR_SPEC,
+        _dequantize,
     ),
     "constexpr_blockwise_shift_scale": QuantizationOp(
-        "data", "scale", ("data", "scale", "offset"), CONSTEXPR_SPEC, None, zero_point="offset",
+        "data",
+        "scale",
+        ("data", "scale", "offset"),
+        CONSTEXPR_SPEC,
+        None,
+        zero_point="offset",
     ),
 }
 
@@ -104,11 +121,11 @@ class _Scope:
 
     def __init__(self, parent: "_Scope | None" = None) -> None:
         self.parent = parent
-        self.types: dict[str, "MIL.ValueType"] = {}
-        self.constants: dict[str, "MIL.Value | None"] = {}  # const name -> immediate value, if any
+        self.types: dict[str, ValueType] = {}
+        self.constants: dict[str, Value | None] = {}  # const name -> immediate value, if any
 
     def type_of(self, name: str):
-        scope = self
+        scope: _Scope | None = self
         while scope is not None:
             if name in scope.types:
                 return scope.types[name]
@@ -117,7 +134,7 @@ class _Scope:
 
     def constant(self, name: str):
         """(True, immediate Value or None) when ``name`` is a const; (False, None) otherwise."""
-        scope = self
+        scope: _Scope | None = self
         while scope is not None:
             if name in scope.types:
                 return (name in scope.constants), scope.constants.get(name)
@@ -203,8 +220,9 @@ class _OpReader:
 
 
 def _dims(value_type) -> list[int | None]:
-    return [d.constant.size if d.WhichOneof("dimension") == "constant" else None
-            for d in value_type.tensorType.dimensions]
+    return [
+        d.constant.size if d.WhichOneof("dimension") == "constant" else None for d in value_type.tensorType.dimensions
+    ]
 
 
 def _broadcast(a: list, b: list) -> list:
@@ -218,14 +236,17 @@ def _dtype(value_type) -> str:
 
 
 def _reshaped(x, inputs) -> list:
-    size = None if None in _dims(x) else int(np.prod(_dims(x)))
+    dims = _dims(x)
+    size = None if None in dims else math.prod(d for d in dims if d is not None)
     return [size if d == -1 else int(d) for d in inputs["shape"]]
 
 
 # op type -> the output type of the op from its input types and constant inputs
 OUTPUT_TYPES = {
-    **{op_type: (lambda t, c: tensor_type(_dtype(t["x"]), _broadcast(_dims(t["x"]), _dims(t["y"]))))
-       for op_type in ("real_div", "add", "sub", "mul")},
+    **{
+        op_type: (lambda t, c: tensor_type(_dtype(t["x"]), _broadcast(_dims(t["x"]), _dims(t["y"]))))
+        for op_type in ("real_div", "add", "sub", "mul")
+    },
     "round": lambda t, c: t["x"],
     "clip": lambda t, c: t["x"],
     "cast": lambda t, c: tensor_type(str(c["dtype"]), _dims(t["x"])),
@@ -242,7 +263,7 @@ class _ProtoEmitter:
     def __init__(self, base: str, result: str, fresh: FreshNames) -> None:
         self.base, self.result, self.fresh = base, result, fresh
         self.ops: list = []
-        self.types: dict[str, "MIL.ValueType"] = {}
+        self.types: dict[str, ValueType] = {}
         self.const_names: dict[int, tuple[np.ndarray, str, bool]] = {}  # id -> (array, name, defined)
 
     def operand(self, op_reader: _OpReader, param: str) -> str | np.ndarray | None:
@@ -271,8 +292,10 @@ class _ProtoEmitter:
         if folded is not None:
             self.const_names[id(folded)] = (folded, f"{self.base}_{label}", False)
             return folded
-        names = {param: self._name(value, f"{self.base}_{label or 'result'}_{param}") if is_constant(value)
-                 else value for param, value in inputs.items()}
+        names = {
+            param: self._name(value, f"{self.base}_{label or 'result'}_{param}") if is_constant(value) else value
+            for param, value in inputs.items()
+        }
         constants = {param: value for param, value in inputs.items() if is_constant(value)}
         out_type = OUTPUT_TYPES[op_type]({p: self.types[n] for p, n in names.items()}, constants)
         out = self.result if label is None else self.fresh.fresh(f"{self.base}_{label}")
@@ -305,6 +328,8 @@ def _lower(op, op_reader: _OpReader, fresh: FreshNames) -> list:
     emit = _ProtoEmitter(_op_name(op), op.outputs[0].name, fresh)
     x, scale, zero_point = (emit.operand(op_reader, p) for p in (kind.input, "scale", kind.zero_point))
     axis, rank = op_reader.axis(), op_reader.rank(kind.input)
+    if kind.lower is None:  # _Lowering.lower refuses such ops before they get here
+        raise UnloweredQuantization(f"{op_reader.label}: mil-passes does not lower {op.type}")
     result = kind.lower(emit, x, scale, zero_point, axis, rank, float_dtype, op_reader)
     last = emit.ops[-1]
     assert result == op.outputs[0].name == last.outputs[0].name
@@ -330,7 +355,9 @@ def _problem(op_reader: _OpReader, runtime: list[tuple[str, str]]) -> str:
 def _finding(op_reader: _OpReader, runtime: list[tuple[str, str]], new_ops: list) -> Finding:
     steps = _and(list(dict.fromkeys(o.type for o in new_ops if o.type != "const")))
     return Finding(
-        RULE, "error", _op_name(op_reader.op),
+        RULE,
+        "error",
+        _op_name(op_reader.op),
         f"{_problem(op_reader, runtime)} (fix: mil-passes optimize lowers it to {steps}, which take run-time operands)",
     )
 
@@ -363,7 +390,7 @@ class _Lowering:
             kind = QUANTIZATION_OPS.get(op.type)
             op_reader = _OpReader(op, kind, scope) if kind is not None else None
             runtime = op_reader.runtime_params() if op_reader is not None else []
-            new_ops = self.lower(op, op_reader, runtime) if runtime else [op]
+            new_ops = self.lower(op, op_reader, runtime) if op_reader is not None and runtime else [op]
             rewritten.extend(new_ops)
             changed = changed or bool(runtime)
             for defining in new_ops:  # a lowered constexpr op's output is no const any more
@@ -434,11 +461,10 @@ def lower_runtime_quantization(spec, changes: Counter | None = None) -> list[Fin
 def _holds_quantization(block) -> bool:
     """Whether ``block`` or a block nested in it holds a quantization op (a quick look first:
     the full walk keeps every definition's type)."""
-    return any(op.type in QUANTIZATION_OPS or any(_holds_quantization(b) for b in op.blocks)
-               for op in block.operations)
+    return any(op.type in QUANTIZATION_OPS or any(_holds_quantization(b) for b in op.blocks) for op in block.operations)
 
 
 def _opset_number(opset: str) -> int:
     """7 for ``CoreML7``; opsets named otherwise count as new enough."""
-    digits = opset[len("CoreML"):] if opset.startswith("CoreML") else ""
+    digits = opset[len("CoreML") :] if opset.startswith("CoreML") else ""
     return int(digits) if digits.isdigit() else LOWERING_OPSET

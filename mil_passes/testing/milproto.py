@@ -16,12 +16,22 @@ from typing import Mapping, Sequence
 import numpy as np
 from coremltools import proto
 
-from ..package.milproto import DTYPES, MIL, const, immediate, operation, tensor_type
+from ..package.milproto import DTYPES, MIL, Operation, Value, ValueType, const, immediate, operation, tensor_type
 from ..quantization import FLOAT_DTYPES
 
 __all__ = [
-    "DTYPES", "MIL", "const", "immediate", "operation", "tensor_type", "blob_value", "blob_const",
-    "ml_program", "blob_file", "write_package", "quantization_model",
+    "DTYPES",
+    "MIL",
+    "const",
+    "immediate",
+    "operation",
+    "tensor_type",
+    "blob_value",
+    "blob_const",
+    "ml_program",
+    "blob_file",
+    "write_package",
+    "quantization_model",
 ]
 ARRAY_DTYPES = {"fp16": "FLOAT16", "fp32": "FLOAT32", "int32": "INT32"}
 BLOB_DTYPES = {np.dtype(np.float16): 1, np.dtype(np.float32): 2, np.dtype(np.uint8): 3, np.dtype(np.int8): 4}
@@ -29,7 +39,7 @@ OPSET = "CoreML7"  # iOS17
 SPECIFICATION_VERSION = 8
 
 
-def blob_value(dtype: str, shape: Sequence[int], offset: int, file_name: str = "weight.bin") -> "MIL.Value":
+def blob_value(dtype: str, shape: Sequence[int], offset: int, file_name: str = "weight.bin") -> Value:
     """A value read from ``@model_path/weights/<file_name>`` at ``offset``."""
     value = MIL.Value()
     value.type.CopyFrom(tensor_type(dtype, shape))
@@ -58,8 +68,8 @@ def _feature(name: str, value_type) -> "proto.Model_pb2.FeatureDescription":
 
 
 def ml_program(
-    inputs: Sequence[tuple[str, "MIL.ValueType"]],
-    operations: Sequence["MIL.Operation"],
+    inputs: Sequence[tuple[str, ValueType]],
+    operations: Sequence[Operation],
     outputs: Sequence[str],
     *,
     opset: str = OPSET,
@@ -170,7 +180,7 @@ def quantization_model(
     dequantize's.
     """
     param_shape = [shape[axis]] if axis is not None else [1]
-    if full_rank:
+    if full_rank and axis is not None:
         param_shape = [size if i == axis % len(shape) else 1 for i, size in enumerate(shape)]
     inputs = [("x", tensor_type(float_dtype if op_type == "quantize" else "int32", shape))]
     ops = [const("int_dtype", np.array(int_dtype))]
@@ -188,8 +198,11 @@ def quantization_model(
         params["zero_point"] = "zp"
         if "zero_point" in runtime:
             inputs.append(("zero_point", tensor_type("int32", param_shape)))
-            ops.append(operation("cast", [("zp", tensor_type(int_dtype, param_shape))],
-                                 {"x": "zero_point", "dtype": "int_dtype"}))
+            ops.append(
+                operation(
+                    "cast", [("zp", tensor_type(int_dtype, param_shape))], {"x": "zero_point", "dtype": "int_dtype"}
+                )
+            )
         else:
             ops.append(const("zp", np.asarray(zero_point, dtype=np.dtype(int_dtype))))
     if op_type == "quantize":
