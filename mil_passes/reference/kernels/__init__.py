@@ -20,14 +20,20 @@ Kernel = Callable[[Any, dict], Any]
 
 KERNELS: dict[str, Kernel] = {}
 
-FAMILIES = ("core", "activation", "conv_pool", "normalization", "quantization", "indexing", "image")
+# In load order: a later family may replace an earlier one's kernel (``kernel(..., replaces=True)``).
+FAMILIES = ("core", "activation", "conv_pool", "normalization", "quantization", "indexing", "image",
+            "recurrent", "lists", "sequence")
 
 
-def kernel(*op_types: str) -> Callable[[Kernel], Kernel]:
-    """Register ``fn`` as the kernel of each of ``op_types``."""
+def kernel(*op_types: str, replaces: bool = False) -> Callable[[Kernel], Kernel]:
+    """Register ``fn`` as the kernel of each of ``op_types``; registering an op type twice is an
+    error unless ``replaces`` says the new kernel supersedes one loaded before it."""
 
     def register(fn: Kernel) -> Kernel:
         for op_type in op_types:
+            previous = KERNELS.get(op_type)
+            if previous is not None and not replaces and previous is not fn:
+                raise ValueError(f"kernel of '{op_type}' registered twice ({previous.__module__}, {fn.__module__})")
             KERNELS[op_type] = fn
         return fn
 
