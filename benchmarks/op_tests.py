@@ -37,7 +37,6 @@ PACKAGE = "coremltools.converters.mil.mil.ops.tests"
 DEFAULT_SAMPLE = 12
 DEFAULT_TIMEOUT = 120.0
 SHARDS = 2
-FAILING = ("disagree", "interpreter-error", "failed", "timeout", "pass-error", "conversion-failure")
 # Report columns: what happened to each sampled case (see category()).
 CATEGORIES = ("agree", "documented", "failed", "xfail", "not the interpreter's", "converted", "skipped")
 
@@ -47,25 +46,32 @@ def _max_difference(row: dict, kind: str) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def _fp16_output_at_fp32_tolerance(row: dict) -> bool:
-    """The test's fp32 backend compares an fp16 output (``ACTUAL: ... dtype=float16``) and the
-    difference is within one fp16 ulp of the expected value: the output's own rounding."""
-    relative = _max_difference(row, "relative")
-    return ("precision='fp32'" in row["nodeid"] and "dtype=float16)" in row.get("message", "")
-            and relative is not None and relative <= 2.0 ** -10)
+def _fp16_data_at_fp32_tolerance(row: dict) -> bool:
+    """An fp32-backend case with fp16 data (named in its id) whose largest difference is within
+    2⁻¹⁰ absolute or relative: an fp16 ulp at magnitude 1, or one relative fp16 ulp."""
+    bounds = [_max_difference(row, kind) for kind in ("absolute", "relative")]
+    return ("precision='fp32'" in row["nodeid"] and "numpy.float16" in row["nodeid"]
+            and any(bound is not None and bound <= 2.0 ** -10 for bound in bounds))
 
 
 # Failures that are the test's own problem, each verified on the case it classifies.
 CAUSES = (
     Cause(
         "message", r"Not equal to tolerance rtol=1e-05, atol=0.0001",
-        "the test's own tolerance: an fp16 output checked at the fp32 backend's tolerance",
+        "the test's own tolerance: fp16 data checked at the fp32 backend's tolerance",
         "With `precision='fp32'` the suite compares at rtol 1e-5, atol 1e-4, but these cases build the program "
-        "with `dtype=np.float16` inputs, so the output is fp16 on Core ML as in the interpreter: the nearest fp16 "
-        "to the exact value is up to half an fp16 ulp (2⁻¹¹ ≈ 4.9e-4 relative) away, more than the tolerance. "
-        "Each case is checked: the output is `float16` and its largest relative difference is at most one fp16 "
-        "ulp (2⁻¹⁰).",
-        verify=_fp16_output_at_fp32_tolerance,
+        "on fp16 data (`dtype`, `x_weight_dtype` or `x_param_dtype` float16 in the case's id), so its output is "
+        "fp16 on Core ML as in the interpreter, and one fp16 ulp (2⁻¹¹ relative at best) exceeds the tolerance. "
+        "The expectations also round differently from any fp16 program: iOS18 `TestGRU` compares with the "
+        "exact value (the nearest fp16 is half an ulp away); `TestNormalizationL2Norm` computes in fp16 "
+        "arithmetic with epsilon 5.7, which the program holds as fp16(5.7) = 5.69921875; `TestConvTranspose` "
+        "and `TestConv` run torch on the unrounded fp32 data and cast afterwards, while the program gets the "
+        "data rounded to fp16. `tests/test_op_tests_tolerance.py` shows each mechanism: the interpreter's "
+        "output is the correctly rounded fp16 result of the program's own data (L2 norm: equal in 20 of 20 "
+        "draws; conv_transpose: within an fp16 ulp of the float64 result), and the test's expectation misses it. "
+        "Each case listed is checked: fp32 backend, fp16 data, and a largest difference within 2⁻¹⁰ absolute "
+        "or relative.",
+        verify=_fp16_data_at_fp32_tolerance,
     ),
     Cause(
         "nodeid", r"iOS16/test_image_resizing\.py::TestCropResize::test_builder_to_backend_ios16\[.*precision='fp32'",
