@@ -46,12 +46,18 @@ def _max_difference(row: dict, kind: str) -> float | None:
     return float(found.group(1)) if found else None
 
 
+# The largest difference fp16 data explains: 2⁻⁸, four fp16 ulps at magnitude 1 (the reproductions in
+# tests/test_op_tests_tolerance.py stay within it). numpy prints differences to 4 or 5 digits.
+FP16_DATA_BOUND = 2.0 ** -8
+PRINTED = 1.001
+
+
 def _fp16_data_at_fp32_tolerance(row: dict) -> bool:
     """An fp32-backend case with fp16 data (named in its id) whose largest difference is within
-    2⁻¹⁰ absolute or relative: an fp16 ulp at magnitude 1, or one relative fp16 ulp."""
+    :data:`FP16_DATA_BOUND`, absolute or relative."""
     bounds = [_max_difference(row, kind) for kind in ("absolute", "relative")]
     return ("precision='fp32'" in row["nodeid"] and "numpy.float16" in row["nodeid"]
-            and any(bound is not None and bound <= 2.0 ** -10 for bound in bounds))
+            and any(bound is not None and bound <= FP16_DATA_BOUND * PRINTED for bound in bounds))
 
 
 # Failures that are the test's own problem, each verified on the case it classifies.
@@ -62,15 +68,16 @@ CAUSES = (
         "With `precision='fp32'` the suite compares at rtol 1e-5, atol 1e-4, but these cases build the program "
         "on fp16 data (`dtype`, `x_weight_dtype` or `x_param_dtype` float16 in the case's id), so its output is "
         "fp16 on Core ML as in the interpreter, and one fp16 ulp (2⁻¹¹ relative at best) exceeds the tolerance. "
-        "The expectations also round differently from any fp16 program: iOS18 `TestGRU` compares with the "
-        "exact value (the nearest fp16 is half an ulp away); `TestNormalizationL2Norm` computes in fp16 "
-        "arithmetic with epsilon 5.7, which the program holds as fp16(5.7) = 5.69921875; `TestConvTranspose` "
-        "and `TestConv` run torch on the unrounded fp32 data and cast afterwards, while the program gets the "
-        "data rounded to fp16. `tests/test_op_tests_tolerance.py` shows each mechanism: the interpreter's "
-        "output is the correctly rounded fp16 result of the program's own data (L2 norm: equal in 20 of 20 "
-        "draws; conv_transpose: within an fp16 ulp of the float64 result), and the test's expectation misses it. "
-        "Each case listed is checked: fp32 backend, fp16 data, and a largest difference within 2⁻¹⁰ absolute "
-        "or relative.",
+        "The expectations also round differently from any fp16 program: iOS18 `TestGRU` and "
+        "`TestNormalizationInstanceNorm` compare with an fp32 or exact value (the nearest fp16 is up to half an "
+        "ulp away); `TestNormalizationL2Norm` computes in fp16 "
+        "arithmetic with epsilon 5.7, which the program holds as fp16(5.7) = 5.69921875; `TestConvTranspose`, "
+        "`TestConv` and iOS17 `TestRNN` run torch on the unrounded fp32 data, while the program gets the data "
+        "and weights rounded to fp16. `tests/test_op_tests_tolerance.py` shows each mechanism: the "
+        "interpreter's output is the correctly rounded fp16 result of the program's own data (L2 norm: equal "
+        "in 20 of 20 draws; conv_transpose and rnn: within an fp16 ulp of the float64 result), and the test's "
+        "expectation misses it by up to 2⁻⁸. Each case listed is checked: fp32 backend, fp16 data, and a "
+        "largest difference within 2⁻⁸ (four fp16 ulps at magnitude 1), absolute or relative.",
         verify=_fp16_data_at_fp32_tolerance,
     ),
     Cause(
