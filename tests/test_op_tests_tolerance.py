@@ -98,3 +98,27 @@ def test_rnn_expectation_comes_from_the_unrounded_fp32_data():
     assert np.all(np.abs(out.astype(np.float64) - np.stack(on_program_data)) <= ulp)  # within an fp16 ulp
     difference = np.abs(out.astype(np.float64) - as_tested)
     assert not _within(out, as_tested) and difference.max() <= 2.0 ** -8  # the documented bound
+
+
+def test_compression_expectations_add_one_in_fp16_arithmetic():
+    """iOS18 test_compression (lut_dtype fp16, precision fp32): the program adds the fp16 lookup
+    values to an fp32 ones input in fp32; the test adds 1 to the fp16 values in numpy, in fp16."""
+    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_lut_to_sparse
+    from coremltools.converters.mil.mil import types
+
+    rng = np.random.default_rng(1)
+    mask = rng.choice([0, 1], size=(4, 8), p=[0.3, 0.7]).astype(types.np_uint1_dtype)
+    data = rng.integers(0, 4, size=int(mask.sum())).astype(types.nptype_from_builtin(types.uint2))
+    lut = rng.random((1, 1, 4, 1)).astype(np.float16)
+    ones = np.ones(int(mask.sum()), np.float32)
+
+    def build(x):
+        _, nonzero = mb.constexpr_lut_to_sparse(indices_mask=mask, indices_nonzero_data=data, lut=lut)
+        return mb.add(x=x, y=mb.cast(x=nonzero, dtype="fp32"))
+
+    (got,) = run(build, {"x": ones}, opset=ct.target.iOS18)
+    values = constexpr_lut_to_sparse.decompress(mask, data, lut, None)[1]
+    np.testing.assert_array_equal(got, values.astype(np.float32) + 1)  # exact in fp32
+    as_tested = values + 1  # fp16 + int: rounded to fp16, half an fp16 ulp of [1, 2) at most
+    assert as_tested.dtype == np.float16
+    assert not _within(got, as_tested) and np.abs(got - as_tested.astype(np.float32)).max() <= 2.0 ** -11
