@@ -81,9 +81,10 @@ CAUSES = (
         verify=_fp16_data_at_fp32_tolerance,
     ),
     Cause(
-        "nodeid", r"iOS18/test_compression\.py::.*precision='fp32'.*lut_dtype=fp16",
+        "nodeid", r"iOS18/test_compression\.py::.*precision='fp32'.*(lut|data)_dtype=fp16",
         "the test's own tolerance: an expectation that adds 1 in fp16 arithmetic",
-        "These iOS18 compression tests decompress an fp16 lookup table and expect `decompressed + 1`, which "
+        "These iOS18 compression tests decompress fp16 data (`lut_dtype` or `data_dtype` fp16: a lookup table, "
+        "or sparse non-zero values) and expect `decompressed + 1`, which "
         "numpy computes in fp16 (fp16 + int stays fp16), so the expectation is rounded to fp16 in [1, 2), "
         "up to 2⁻¹¹ off; the program adds the values to an fp32 input in fp32, exactly, as Core ML does at fp32 "
         "precision. `tests/test_op_tests_tolerance.py::test_compression_expectations_add_one_in_fp16_arithmetic` "
