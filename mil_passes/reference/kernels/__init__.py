@@ -22,7 +22,7 @@ KERNELS: dict[str, Kernel] = {}
 
 # In load order: a later family may replace an earlier one's kernel (``kernel(..., replaces=True)``).
 FAMILIES = ("core", "activation", "conv_pool", "normalization", "quantization", "indexing", "image",
-            "recurrent", "lists", "sequence")
+            "recurrent", "lists", "sequence", "detection")
 
 
 def kernel(*op_types: str, replaces: bool = False) -> Callable[[Kernel], Kernel]:
