@@ -207,7 +207,7 @@ def render(rows: dict[str, dict], meta: dict) -> str:
         "",
         f"coremltools' own MIL op tests (`{PACKAGE}`, iOS14–iOS18), ML Program backends in fp16 and fp32 "
         f"compute precision (`INCLUDE_MIL_FP32_UNIT_TESTS=1`), {what}"
-        + (f" of {meta['cases']} chosen cases" if meta.get("cases") else "")
+        + (f" of {meta['cases']} chosen targets (`--case`: files or cases)" if meta.get("cases") else "")
         + f": {len(rows)} of {selected} cases. Each case builds a MIL program and compares Core ML's prediction "
         "with numpy's at the test's own tolerance; the reference interpreter stands in for Core ML "
         "(`-p mil_passes.reference.pytest_plugin`).",
