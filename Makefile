@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Targets `make fuzz` runs at once (one worker process each): every core by default
 FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 
-.PHONY: demo test check fuzz bench peer-suite clean
+.PHONY: demo test check fuzz bench peer-suite op-tests clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,torch]'
+	touch $@
+
+$(VENV)/.installed-optests: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,torch,optests]'
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
@@ -46,3 +50,6 @@ clean:
 
 peer-suite: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/peer_suite.py
+
+op-tests: $(VENV)/.installed-optests
+	$(BIN)/python benchmarks/op_tests.py

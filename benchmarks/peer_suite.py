@@ -16,45 +16,30 @@ case that agreed into one that does not.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import datetime
 import json
 import os
-import platform
-import re
-import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: benchmarks/ is on the path, the repository is not
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.suite_runs import (  # noqa: E402
+    COLUMNS, Cause, agreement, arguments, first_line, load_rows, one_line, outcome_texts, parse, run_sessions, skips,
+    versions,
+)
+from benchmarks.suite_runs import classify as classify_by  # noqa: E402
+
 MODULE = "coremltools.converters.mil.frontend.torch.test.test_torch_ops"
 DEFAULT_SAMPLE = 5
 DEFAULT_TIMEOUT = 300.0
 RUNS = {"shipped": [], "pipeline": ["--mil-passes-pipeline"]}
 RUN_TITLES = {"shipped": "as shipped", "pipeline": "with mil_passes.pipeline()"}
 
-# Outcome columns, in report order (see mil_passes.reference.pytest_plugin.OUTCOMES).
-COLUMNS = ("agree", "disagree", "interpreter-error", "pass-error", "timeout", "conversion-failure",
-           "failed", "converted", "skipped", "xfail", "neural-network")
-COMPARED = ("agree", "disagree", "interpreter-error")  # converted, then predicted by the interpreter
 FAILING = ("disagree", "interpreter-error", "pass-error", "timeout")  # ours to explain, case by case
-
-
-@dataclass(frozen=True)
-class Cause:
-    """A classified cause of failure: rows whose ``field`` matches ``pattern``."""
-
-    field: str
-    pattern: str
-    category: str
-    evidence: str
-    reproducer: str = ""
-
-    def matches(self, row: dict) -> bool:
-        return re.search(self.pattern, str(row.get(self.field, ""))) is not None
 
 
 # Every failure the report lists is classified by the first cause that matches it.
@@ -85,21 +70,12 @@ CAUSES = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sample", type=int, default=int(os.environ.get("PEER_SAMPLE", DEFAULT_SAMPLE)),
-                        help=f"run every Nth case (env PEER_SAMPLE; default {DEFAULT_SAMPLE}; 1 = all)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "peer_suite.md")
-    parser.add_argument("--work", type=Path, default=ROOT / "build" / "peer_suite")
+    parser = arguments(__doc__.split("\n\n")[0], sample=DEFAULT_SAMPLE, sample_env="PEER_SAMPLE",
+                       out=ROOT / "benchmarks" / "results" / "peer_suite.md", work=ROOT / "build" / "peer_suite",
+                       timeout=DEFAULT_TIMEOUT, case_help="run only this case (repeatable): CLASS::TEST[ID] in the module")
     parser.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="runs in parallel")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="per-test limit in seconds")
     parser.add_argument("-k", dest="keyword", default=None, help="an extra pytest -k expression")
-    parser.add_argument("--case", dest="cases", action="append", default=[], metavar="CLASS::TEST[ID]",
-                        help="run only this case (repeatable): a node id within the module")
-    parser.add_argument("--report-only", action="store_true", help="rebuild the report from --work")
-    args = parser.parse_args(argv)
-    if args.sample < 1:
-        parser.error("--sample must be a positive integer")
-    args.work.mkdir(parents=True, exist_ok=True)
+    args = parse(parser, argv)
     meta_path = args.work / "meta.json"
     if not args.report_only:
         loads: list[float] = []
@@ -139,44 +115,17 @@ def pytest_command(args, run: str) -> list[str]:
 
 def run_both(args, loads: list[float]) -> dict[str, float]:
     """Run the two pytest sessions (in parallel with ``--jobs 2``); their wall seconds. ``loads``
-    gets the machine's 1-minute load average, once a minute: wall times mean little without it."""
+    gets the machine's 1-minute load average, once a minute."""
     env = dict(os.environ, PYMIL_TEST_TARGETS="mlprogram")  # ML Program backends only
-    started, procs, seconds = {}, {}, {}
-    pending, ticks = list(RUNS), 0
-    while pending or procs:
-        while pending and len(procs) < args.jobs:
-            run = pending.pop(0)
-            log = open(args.work / f"{run}.log", "w")
-            print(f"peer suite ({RUN_TITLES[run]}): every {args.sample}th case, log in {log.name}", flush=True)
-            procs[run] = (subprocess.Popen(pytest_command(args, run), cwd=ROOT, env=env,
-                                           stdout=log, stderr=subprocess.STDOUT), log)
-            started[run] = time.perf_counter()
-        for run, (proc, log) in list(procs.items()):
-            code = proc.poll()
-            if code is None:
-                continue
-            log.close()
-            seconds[run] = round(time.perf_counter() - started[run], 1)
-            del procs[run]
-            if code not in (0, 1):  # 1: some tests failed, which the report is about
-                raise SystemExit(f"pytest ({RUN_TITLES[run]}) exited {code}; see {log.name}")
-        ticks += 1
-        if ticks % 60 == 0 and hasattr(os, "getloadavg"):
-            loads.append(os.getloadavg()[0])
-        time.sleep(1)
+    commands = {run: pytest_command(args, run) for run in RUNS}
+    titles = {run: f"peer suite ({RUN_TITLES[run]}): every {args.sample}th case" for run in RUNS}
+    seconds, measured = run_sessions(commands, args.work, args.jobs, env, ROOT, titles)
+    loads.extend(measured)
     return seconds
 
 
-def load_rows(path: Path) -> dict[str, dict]:
-    rows = {}
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        rows[row["nodeid"].split("::", 1)[1]] = row
-    return rows
-
-
 def classify(row: dict) -> Cause | None:
-    return next((cause for cause in CAUSES if cause.matches(row)), None)
+    return classify_by(row, CAUSES)
 
 
 def introduced_failures(results: dict) -> list[str]:
@@ -205,7 +154,7 @@ def render(results: dict, meta: dict) -> str:
         "its outputs with torch's at the suite's own tolerances.",
         "",
         f"Made by `benchmarks/peer_suite.py` (`make peer-suite`, `PEER_SAMPLE={meta['sample']}`) on "
-        f"{meta['date']}: {_versions()}; "
+        f"{meta['date']}: {versions()}; "
         f"wall time {_wall(meta)}.",
         "",
         "## Summary",
@@ -220,14 +169,14 @@ def render(results: dict, meta: dict) -> str:
         counts = collections.Counter(row["outcome"] for row in rows.values())
         cpu = sum(row.get("cpu_seconds", 0.0) for row in rows.values()) / max(len(rows), 1)
         lines.append(f"| {RUN_TITLES[run]} | {len(rows)} | " + " | ".join(str(counts[c]) for c in COLUMNS)
-                     + f" | {_agreement(counts)} | {cpu:.2f} |")
-    lines += ["", "Outcomes: " + "; ".join(f"**{name}**: {text}" for name, text in _outcome_texts().items()), ""]
+                     + f" | {agreement(counts)} | {cpu:.2f} |")
+    lines += ["", "Outcomes: " + "; ".join(f"**{name}**: {text}" for name, text in outcome_texts().items()), ""]
     lines += _difference(shipped, piped)
     lines += _rewrites(piped)
     lines += _per_class(shipped, piped)
     lines += _failures(results)
     lines += _conversion_failures(shipped)
-    lines += _skips(shipped)
+    lines += skips(shipped, "Skips and expected failures (as shipped)")
     return "\n".join(lines) + "\n"
 
 
@@ -236,19 +185,8 @@ def _population(meta: dict) -> str:
     return f"{selected:,}" if selected else "the"
 
 
-def _outcome_texts() -> dict[str, str]:
-    from mil_passes.reference.pytest_plugin import OUTCOMES
-
-    return {name: OUTCOMES[name] for name in COLUMNS}
 
 
-def _versions() -> str:
-    import coremltools
-    import numpy
-    import torch
-
-    return (f"coremltools {coremltools.__version__}, torch {torch.__version__}, numpy {numpy.__version__}, "
-            f"Python {platform.python_version()}, {platform.system()} {platform.machine()}")
 
 
 def _wall(meta: dict) -> str:
@@ -259,9 +197,6 @@ def _wall(meta: dict) -> str:
     return ", ".join(parts) + f" ({together}, {os.cpu_count()} cores{load})" if parts else "not recorded"
 
 
-def _agreement(counts: collections.Counter) -> str:
-    compared = sum(counts[c] for c in COMPARED)
-    return f"{100 * counts['agree'] / compared:.1f}%" if compared else "n/a"
 
 
 def _difference(shipped: dict, piped: dict) -> list[str]:
@@ -277,7 +212,7 @@ def _difference(shipped: dict, piped: dict) -> list[str]:
     if changed:
         lines += ["| case | as shipped | with mil_passes.pipeline() | detail |", "|---|---|---|---|"]
         for case in changed:
-            detail = _one_line(piped[case].get("message") or shipped[case].get("message") or "")
+            detail = one_line(piped[case].get("message") or shipped[case].get("message") or "")
             lines.append(f"| `{case}` | {shipped[case]['outcome']} | {piped[case]['outcome']} | {detail} |")
         lines.append("")
     return lines
@@ -334,7 +269,7 @@ def _failures(results: dict) -> list[str]:
     lines += ["| run | case | outcome | cause | evidence |", "|---|---|---|---|---|"]
     for run, case, row in sorted(rows, key=lambda item: (item[1], item[0])):
         cause = classify(row)
-        evidence = _one_line(row.get("message", "")) + (f" (at `{row['where']}`)" if row.get("where") else "")
+        evidence = one_line(row.get("message", "")) + (f" (at `{row['where']}`)" if row.get("where") else "")
         lines.append(f"| {RUN_TITLES[run]} | `{case}` | {row['outcome']} | "
                      f"{cause.category if cause else '**unclassified**'} | {evidence} |")
     return lines + [""]
@@ -344,7 +279,7 @@ def _conversion_failures(rows: dict) -> list[str]:
     groups: dict[tuple, list[str]] = collections.defaultdict(list)
     for case, row in rows.items():
         if row["outcome"] in ("conversion-failure", "failed"):
-            key = (row["outcome"], row.get("error", ""), _first_line(row.get("message", "")), row.get("where", ""))
+            key = (row["outcome"], row.get("error", ""), first_line(row.get("message", "")), row.get("where", ""))
             groups[key].append(case)
     lines = [
         "## Conversion failures and other failures, grouped by cause (as shipped)",
@@ -358,7 +293,7 @@ def _conversion_failures(rows: dict) -> list[str]:
     for (outcome, error, message, where), cases in sorted(groups.items(), key=lambda item: -len(item[1])):
         classes = sorted({rows[case]["class"] for case in cases})
         cause = classify(rows[cases[0]])
-        lines.append(f"| {len(cases)} | {', '.join(classes)} | {error}: {_one_line(message)} | "
+        lines.append(f"| {len(cases)} | {', '.join(classes)} | {error}: {one_line(message)} | "
                      f"{f'`{where}`' if where else '(test code)'} | {cause.category if cause else outcome} |")
     lines += ["", "Causes:", ""]
     for cause in CAUSES:
@@ -370,32 +305,10 @@ def _conversion_failures(rows: dict) -> list[str]:
     return lines + [""]
 
 
-def _skips(rows: dict) -> list[str]:
-    groups: dict[tuple, list[dict]] = collections.defaultdict(list)
-    for row in rows.values():
-        if row["outcome"] in ("skipped", "xfail"):
-            groups[(row["outcome"], _first_line(row.get("reason", "")))].append(row)
-    lines = ["## Skips and expected failures (as shipped)", ""]
-    if not groups:
-        return lines + ["None.", ""]
-    lines += ["Expected failures show what failed: the interpreter may fail where Core ML does.", "",
-              "| cases | outcome | reason | what failed (first case) |", "|---:|---|---|---|"]
-    for (outcome, reason), group in sorted(groups.items(), key=lambda item: -len(item[1])):
-        first = group[0]
-        failed = f"{first.get('error', '')}: {_one_line(first.get('message', ''), 100)}" if first.get("error") else ""
-        if first.get("where"):
-            failed += f" (at `{first['where']}`)"
-        lines.append(f"| {len(group)} | {outcome} | {_one_line(reason)} | {failed} |")
-    return lines + [""]
 
 
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def _one_line(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split()).replace("|", "\\|")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 if __name__ == "__main__":

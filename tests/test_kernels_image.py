@@ -415,10 +415,28 @@ def test_crop_resize_with_four_coordinates_crops_every_image_of_the_batch():
     assert_close(got, x[None])
 
 
-def test_crop_resize_refuses_sampling_modes_without_a_documented_box_meaning():
-    build = lambda x: mb.crop_resize(x=x, boxes=np.array([[0, 0, 1, 1]], np.float32))
-    with pytest.raises(UnsupportedOpError, match="sampling_mode 'DEFAULT'"):
-        run(build, {"x": np.zeros((1, 1, 4, 4), np.float32)})
+@pytest.mark.parametrize("mode", ["DEFAULT", "OFFSET_CORNERS", "UNALIGN_CORNERS", "ALIGN_CORNERS",
+                                  "STRICT_ALIGN_CORNERS"])
+@pytest.mark.parametrize("out_size", [(3, 7), (1, 2), (6, 4)])
+def test_crop_resize_of_the_whole_image_samples_what_resize_bilinear_samples(mode, out_size):
+    x = np.random.default_rng(5).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    whole = np.array([[0, 0, 1, 1]], np.float32)
+    crop = lambda x: mb.crop_resize(x=x, boxes=whole, target_height=out_size[0], target_width=out_size[1],
+                                    normalized_coordinates=True, sampling_mode=mode)
+    resize = lambda x: mb.resize_bilinear(x=x, target_size_height=out_size[0], target_size_width=out_size[1],
+                                          sampling_mode=mode)
+    (cropped,) = run(crop, {"x": x})
+    (resized,) = run(resize, {"x": x})
+    np.testing.assert_allclose(cropped, resized, rtol=0, atol=1e-6)
+
+
+def test_crop_resize_unaligned_samples_pixel_centres_of_a_box_inside_the_image():
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    box = np.array([[1, 0, 2, 3]], np.float32)  # rows 1..2, columns 0..3 (pixel centres)
+    build = lambda x: mb.crop_resize(x=x, boxes=box, target_height=1, target_width=2, sampling_mode="UNALIGN_CORNERS")
+    (got,) = run(build, {"x": x})
+    # 2 rows -> 1: row 1.5; 4 columns -> 2: columns 0.5 and 2.5
+    np.testing.assert_allclose(got.reshape(-1), [1.5 * 4 + 0.5, 1.5 * 4 + 2.5])
 
 
 # -- resample / affine ------------------------------------------------------------------------

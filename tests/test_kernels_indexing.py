@@ -17,6 +17,7 @@ from coremltools.converters.mil.mil.ops.defs._utils import (
 
 from kernel_helpers import assert_same, run
 from mil_passes.reference import UnsupportedOpError
+from mil_passes.reference.errors import PredictionError
 
 torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
 
@@ -232,8 +233,10 @@ def test_scatter_nd_matches_torch_index_put_and_a_loop(seed, data, mode, dtype):
     assert_same(got, want)
 
 
-def scatter_program(mode=None, op="scatter"):
+def scatter_program(mode=None, op="scatter", validate_indices=None):
     extra = {} if mode is None else {"mode": mode}
+    if validate_indices is not None:
+        extra["validate_indices"] = validate_indices
     return lambda d, i, u: getattr(mb, op)(data=d, indices=i, updates=u, **extra)
 
 
@@ -257,8 +260,30 @@ def test_scatter_refuses_integer_div_unknown_modes_and_out_of_range_indices():
         run(scatter_program("div"), feeds)
     with pytest.raises(ValueError, match="unknown mode 'xor'"):
         run(scatter_program("xor"), feeds)
-    with pytest.raises(ValueError, match=r"scatter_nd.*index 3 .* \[0, 3\)"):
-        run(scatter_program(op="scatter_nd"), {**feeds, "i": np.array([[3]], np.int32)})
+    with pytest.raises(PredictionError, match=r"scatter_nd.*index 3 .* \[0, 3\)"):
+        run(scatter_program(op="scatter_nd", validate_indices=True), {**feeds, "i": np.array([[3]], np.int32)})
+
+
+@pytest.mark.parametrize("op, indices", [
+    ("scatter", [[-1, 0], [10, 0]]),
+    ("scatter_nd", [[[-1], [0]], [[10], [0]]]),
+])
+def test_unvalidated_scatter_drops_out_of_range_updates_and_validated_fails_the_prediction(op, indices):
+    data = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+    updates = np.array([[5, 6, 7], [8, 9, 10]], np.float32)
+    for index in indices:
+        feeds = {"d": data, "i": np.array(index, np.int32), "u": updates}
+        (got,) = run(scatter_program(op=op), feeds)  # iOS17: validate_indices defaults to False
+        assert_same(got, np.array([[9, 11, 13], [4, 5, 6]], np.float32))  # row 0 += [8, 9, 10]; the other dropped
+        with pytest.raises(PredictionError, match="out of range"):
+            run(scatter_program(op=op, validate_indices=True), feeds)
+
+
+def test_unvalidated_scatter_along_axis_drops_out_of_range_updates():
+    feeds = {"d": np.zeros((2, 2), np.float32), "i": np.array([[0, 5], [-1, 1]], np.int32),
+             "u": np.array([[1, 2], [3, 4]], np.float32)}
+    (got,) = run(scatter_program(op="scatter_along_axis"), feeds)
+    assert_same(got, np.array([[1, 0], [0, 4]], np.float32))
 
 
 def test_scatter_along_axis_mode_is_applied_where_value_inference_ignores_it():

@@ -6,16 +6,13 @@ with ``mil_passes.pipeline()``, in parallel. Every case must agree with torch in
 ``make peer-suite`` runs the large sample.
 """
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("PIL", reason="coremltools' test utilities import Pillow")
 
-ROOT = Path(__file__).resolve().parent.parent
+from suite_helpers import benchmark, run_cases  # noqa: E402
+
 FP16 = "compute_unit=ComputeUnit.CPU_ONLY-backend=('mlprogram', 'fp16')-frontend=TorchFrontend.TORCHSCRIPT"
 
 CASES = [
@@ -49,22 +46,11 @@ CASES = [
 ]
 
 
-def _peer_suite():
-    spec = importlib.util.spec_from_file_location("peer_suite", ROOT / "benchmarks" / "peer_suite.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["peer_suite"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("peer_suite")
-    peer_suite = _peer_suite()
-    argv = ["--sample", "1", "--work", str(work), "--out", str(work / "peer_suite.md"), "--timeout", "120"]
-    for case in CASES:
-        argv += ["--case", case]
-    code = peer_suite.main(argv)
+    peer_suite = benchmark("peer_suite")
+    code = run_cases(peer_suite, CASES, work, "peer_suite.md")
     results = {run: peer_suite.load_rows(work / f"{run}.jsonl") for run in peer_suite.RUNS}
     return code, results, (work / "peer_suite.md").read_text()
 
@@ -99,7 +85,7 @@ def test_the_report_states_the_numbers(runs):
 
 
 def test_a_failure_the_pipeline_introduces_is_reported_and_fails_the_run():
-    peer_suite = _peer_suite()
+    peer_suite = benchmark("peer_suite")
     agree = {"outcome": "agree", "class": "TestX", "predictions": 1}
     broken = {"outcome": "disagree", "class": "TestX", "predictions": 1, "message": "Mismatched elements: 1 / 4"}
     results = {"shipped": {"TestX::test_a": agree}, "pipeline": {"TestX::test_a": broken}}

@@ -134,14 +134,17 @@ def test_any_function_of_a_multifunction_program():
     assert evaluate(prog, {"x": x}, function="decrement")["down"].tolist() == [-1, -1]
 
 
-def test_op_without_kernel_names_type_and_op():
+def test_op_without_kernel_names_type_and_op(monkeypatch):
+    from mil_passes.reference.kernels import KERNELS
+
+    monkeypatch.delitem(KERNELS, "non_maximum_suppression")  # as if it had no kernel
+
     @mb.program(input_specs=[mb.TensorSpec((1, 5, 4)), mb.TensorSpec((1, 5, 2))], opset_version=IOS17)
     def prog(boxes, scores):
         return mb.non_maximum_suppression(
             boxes=boxes, scores=scores, max_boxes=3, iou_threshold=0.5, name="nms"
         )[0]
 
-    assert "non_maximum_suppression" not in SUPPORTED_OPS
     feeds = {"boxes": np.zeros((1, 5, 4), np.float32), "scores": np.zeros((1, 5, 2), np.float32)}
     with pytest.raises(UnsupportedOpError, match="op 'nms' of type 'non_maximum_suppression'"):
         evaluate(prog, feeds)
@@ -182,3 +185,23 @@ def test_evaluates_a_72000_op_program():
     assert len([op for op in ops if op.op_type != "const"]) == 72_000
     (out,) = evaluate(prog, {"x": np.zeros((1, 4), np.float32)}).values()
     assert out.tolist() == [[36_000.0] * 4]
+
+
+def test_an_output_of_unknown_rank_takes_the_computed_shape():
+    """fill of a runtime shape is declared ``tensor<fp32, [*is0]>``: its rank is known only when run."""
+    @mb.program(input_specs=[mb.TensorSpec((get_new_symbol(),), dtype=types.int32)], opset_version=IOS17)
+    def prog(shape):
+        return mb.fill(shape=shape, value=2.0)
+
+    assert "*" in str(prog.functions["main"].outputs[0].shape[0])  # variadic
+
+    (out,) = evaluate(prog, {"shape": np.array([2, 1, 3], np.int32)}).values()
+    np.testing.assert_array_equal(out, np.full((2, 1, 3), 2.0, np.float32))
+
+
+def test_every_kernel_module_is_a_loaded_family():
+    import pkgutil
+
+    from mil_passes.reference import kernels
+
+    assert set(kernels.FAMILIES) == {module.name for module in pkgutil.iter_modules(kernels.__path__)}

@@ -280,3 +280,67 @@ def test_plugin_names_a_failing_pass(pytester, monkeypatch):
     _, rows = _outcomes(pytester, "--mil-passes-pipeline", "-k", "test_agree")
     assert rows["test_agree"]["outcome"] == "pass-error"
     assert "pass exploded" in rows["test_agree"]["message"]
+
+
+# coremltools' MIL op tests compare through run_compare_builder (ops/tests/testing_utils.py).
+OP_TESTS = '''
+import numpy as np
+import pytest
+import coremltools as ct
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import types
+from coremltools.converters.mil.mil.ops.tests.testing_utils import run_compare_builder
+from coremltools.converters.mil.testing_reqs import BackendConfig
+from mil_passes.reference.kernels import KERNELS
+
+BACKEND = BackendConfig(backend="mlprogram", precision="fp32", opset_version=ct.target.iOS17)
+X = np.array([[1.0, -2.0]], np.float32)
+
+
+def compare(build, expected):
+    run_compare_builder(build, {"x": mb.placeholder(shape=X.shape)}, {"x": X}, [(1, 2, types.fp32)], [expected],
+                        backend=BACKEND)
+
+
+def test_op_agree():
+    compare(lambda x: mb.add(x=x, y=1.0), X + 1)
+
+
+def test_op_disagree(monkeypatch):
+    add = KERNELS["add"]
+    monkeypatch.setitem(KERNELS, "add", lambda op, args: add(op, args) + 1)
+    compare(lambda x: mb.add(x=x, y=1.0), X + 1)
+
+
+def test_op_invalid_index_fails_the_prediction_as_core_ml_does():
+    build = lambda x, i: mb.scatter(data=x, indices=i, updates=np.ones((1, 2), np.float32), axis=1,
+                                    validate_indices=True)
+    placeholders = {"x": mb.placeholder(shape=X.shape), "i": mb.placeholder(shape=(2,), dtype=types.int32)}
+    with pytest.raises(RuntimeError, match="Unable to compute the prediction using ML Program"):
+        run_compare_builder(build, placeholders, {"x": X, "i": np.array([0, 3], np.int32)}, [(1, 2, types.fp32)],
+                            [X], backend=BACKEND)
+'''
+
+
+@needs_test_utilities
+def test_plugin_classifies_the_mil_op_tests_comparisons(pytester):
+    pytester.makepyfile(test_ops=OP_TESTS)
+    pytester.runpytest_inprocess("-p", "mil_passes.reference.pytest_plugin", "-p", "no:cacheprovider",
+                                 "--reference-outcomes=outcomes.jsonl")
+    rows = [json.loads(line) for line in (pytester.path / "outcomes.jsonl").read_text().splitlines()]
+    outcomes = {row["nodeid"].rsplit("::", 1)[1]: (row["outcome"], row["predictions"]) for row in rows}
+    assert outcomes == {"test_op_agree": ("agree", 1), "test_op_disagree": ("disagree", 1),
+                        "test_op_invalid_index_fails_the_prediction_as_core_ml_does": ("agree", 1)}
+    disagree = next(row for row in rows if row["outcome"] == "disagree")
+    assert "Max relative difference" in disagree["message"]  # numpy's whole report is kept
+
+
+@needs_test_utilities
+def test_plugin_shards_split_the_sample_between_sessions(pytester):
+    names = []
+    for shard in ("0/2", "1/2"):
+        _, rows = _outcomes(pytester, "--reference-sample=2", f"--reference-shard={shard}", "-k", "not timeout and not cache")
+        names.append(sorted(rows))
+    _, whole = _outcomes(pytester, "--reference-sample=2", "-k", "not timeout and not cache")
+    assert not set(names[0]) & set(names[1])
+    assert sorted(names[0] + names[1]) == sorted(whole) and len(whole) == 5

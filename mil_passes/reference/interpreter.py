@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 from coremltools.converters.mil.mil import Block, Operation, Program, Var, types
-from coremltools.converters.mil.mil.types.symbolic import is_symbolic
+from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
 from .errors import UnsupportedOpError
 from .kernels import KERNELS, load_families
@@ -166,6 +166,8 @@ def _conform(op: Operation, var: Var, value: Any) -> Any:
     if array.dtype != want:
         array = array.astype(want)
     shape = tuple(var.shape) if types.is_tensor(sym_type) else ()
+    if any_variadic(shape):  # a rank not known at compile time (fill of a runtime shape): any shape
+        return array
     mismatch = array.ndim != len(shape) or any(
         not is_symbolic(dim) and dim != size for dim, size in zip(shape, array.shape)
     )

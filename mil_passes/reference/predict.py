@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from coremltools.converters.mil.mil import Program
 
+from .errors import PredictionError
 from .interpreter import evaluate, numpy_dtype
 
 __all__ = ["predict", "NotAnMLProgramError"]
@@ -37,6 +38,11 @@ _IMAGE_SPACES = {
 _LOADED: "weakref.WeakKeyDictionary[Any, Program]" = weakref.WeakKeyDictionary()
 
 
+# What Core ML's predict says when an ML Program fails at run time (an invalid index, for example).
+PREDICTION_FAILED = ("Unable to compute the prediction using ML Program. It can be an invalid input data or "
+                     "broken/unsupported model")
+
+
 class NotAnMLProgramError(ValueError):
     """The model is not an ML Program, so it has no MIL program to interpret."""
 
@@ -47,8 +53,9 @@ def predict(model: Any, data: Mapping[str, Any] | list[Mapping[str, Any]]) -> An
     ``data`` is a dict from input name to value, or a list of such dicts (then a list of
     results is returned). Raises :class:`NotAnMLProgramError` for a model that is not an ML
     Program, ``KeyError`` for an input name the model does not have, ``TypeError`` for an image
-    input that is not a ``PIL.Image`` of the required mode, and ``ValueError`` for a missing or
-    mis-shaped input (see :func:`~mil_passes.reference.evaluate`).
+    input that is not a ``PIL.Image`` of the required mode, ``ValueError`` for a missing or
+    mis-shaped input (see :func:`~mil_passes.reference.evaluate`), and ``RuntimeError`` with
+    Core ML's message where the model fails at run time (an out-of-range index).
     """
     if isinstance(data, list):
         if not all(isinstance(item, Mapping) for item in data):
@@ -70,7 +77,10 @@ def predict(model: Any, data: Mapping[str, Any] | list[Mapping[str, Any]]) -> An
     prog = _program_of(model, spec)
     func = prog.functions[function_name]
     feeds = _feeds(description, func, data)
-    results = evaluate(prog, feeds, function=function_name)
+    try:
+        results = evaluate(prog, feeds, function=function_name)
+    except PredictionError as error:  # where Core ML's predict fails, it fails so
+        raise RuntimeError(f"{PREDICTION_FAILED}: {error}") from error
     return {feature.name: _output(feature, results[feature.name]) for feature in description.output}
 
 

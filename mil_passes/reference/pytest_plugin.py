@@ -12,6 +12,8 @@ coremltools' own test utilities answer through the interpreter where Core ML is 
   (:data:`OUTCOMES`), predictions answered, wall and CPU seconds, the rewrites the package's
   passes made (with ``--mil-passes-pipeline``), and the error's type, first lines and origin.
 - ``--reference-timeout=SECONDS``: fail a test that runs longer (SIGALRM; 0 = none).
+- ``--reference-shard=I/N``: of the sampled tests, run the ``I``-th of every ``N`` (``0 <= I < N``):
+  ``N`` sessions with shards ``0/N`` … ``N-1/N`` run the sample between them.
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ OUTCOMES = {
     "xfail": "expected to fail, and failed",
 }
 
+# Functions whose failed assertion, after a prediction, is a numeric disagreement: the comparisons of
+# coremltools' torch-frontend suite, of its MIL op tests (testing_utils.py), and numpy's own.
+COMPARISONS = frozenset({
+    "convert_and_compare", "run_compare_builder", "compare_backend", "assert_allclose",
+    "assert_array_equal", "assert_array_almost_equal", "assert_almost_equal", "assert_equal",
+})
+
+# How much of a failure's message a row keeps: enough for numpy's assert_allclose report (its
+# mismatches and its largest absolute and relative differences).
+MESSAGE_LINES, MESSAGE_CHARS = 16, 2500
+
 _STATE = pytest.StashKey[dict]()
 _REFERENCE = os.sep + os.path.join("mil_passes", "reference") + os.sep
 _PACKAGE = os.sep + "mil_passes" + os.sep
@@ -64,12 +77,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--reference-sample", type=int, default=1, metavar="N", help="run every Nth test")
     group.addoption("--reference-outcomes", default=None, metavar="PATH", help="write per-test outcomes (JSON lines)")
     group.addoption("--reference-timeout", type=float, default=0.0, metavar="SECONDS", help="per-test time limit")
+    group.addoption("--reference-shard", default="0/1", metavar="I/N", help="run the I-th of every N sampled tests")
+
+
+def _shard(config: pytest.Config) -> tuple[int, int]:
+    text = config.getoption("--reference-shard")
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--reference-shard must be I/N, got {text!r}") from None
+    if not 0 <= index < count:
+        raise pytest.UsageError(f"--reference-shard {text}: need 0 <= I < N")
+    return index, count
 
 
 def pytest_configure(config: pytest.Config) -> None:
     sample = config.getoption("--reference-sample")
     if sample < 1:
         raise pytest.UsageError(f"--reference-sample must be a positive integer, got {sample}")
+    _shard(config)
     outcomes = config.getoption("--reference-outcomes")
     if outcomes:
         Path(outcomes).parent.mkdir(parents=True, exist_ok=True)
@@ -81,14 +107,17 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection: every Nth of the selected tests
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     sample = config.getoption("--reference-sample")
+    index, count = _shard(config)
     selected = len(items)
-    if sample > 1:
-        kept = items[::sample]
-        config.hook.pytest_deselected(items=[item for i, item in enumerate(items) if i % sample])
+    if sample > 1 or count > 1:
+        sampled = items[::sample]
+        kept = sampled[index::count]
+        chosen = {id(item) for item in kept}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in chosen])
         items[:] = kept
     outcomes = config.getoption("--reference-outcomes")
     if outcomes:  # the population the sample was drawn from, beside the outcomes
-        session = {"selected": selected, "sample": sample, "run": len(items)}
+        session = {"selected": selected, "sample": sample, "shard": f"{index}/{count}", "run": len(items)}
         Path(outcomes).with_suffix(".session.json").write_text(json.dumps(session))
 
 
@@ -208,7 +237,7 @@ def _failure(excinfo, predictions: int) -> tuple[str, dict]:
         return "failed", {}
     error = excinfo.value
     lines = [line for line in str(error).splitlines() if line.strip()]
-    detail = {"error": type(error).__name__, "message": "\n".join(lines[:8])[:1500]}
+    detail = {"error": type(error).__name__, "message": "\n".join(lines[:MESSAGE_LINES])[:MESSAGE_CHARS]}
     entries = [entry for entry in excinfo.traceback if str(entry.path) != __file__]  # not our hook wrappers
     files = [str(entry.path) for entry in entries]
     functions = [entry.name for entry in entries]
@@ -226,7 +255,7 @@ def _failure(excinfo, predictions: int) -> tuple[str, dict]:
         return "pass-error", detail
     if any(_is_library(path) for path in files):
         return "conversion-failure", detail
-    if isinstance(error, AssertionError) and predictions and "convert_and_compare" in functions:
+    if isinstance(error, AssertionError) and predictions and COMPARISONS.intersection(functions):
         return "disagree", detail
     return "failed", detail
 

@@ -11,7 +11,6 @@ Each family lives in its own module; importing this package registers all of the
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from typing import Any, Callable
 
 import numpy as np
@@ -21,15 +20,22 @@ Kernel = Callable[[Any, dict], Any]
 
 KERNELS: dict[str, Kernel] = {}
 
-#: Every module of this package is a family of kernels.
-FAMILIES = tuple(module.name for module in pkgutil.iter_modules(__path__))
+# Every module of this package, in load order: a later family may replace an earlier one's kernel
+# (``kernel(..., replaces=True)``). A test checks that no module is left out.
+FAMILIES = ("core", "activation", "conv_pool", "normalization", "quantization", "indexing", "image",
+            "recurrent", "lists", "sequence", "detection")
 
 
-def kernel(*op_types: str) -> Callable[[Kernel], Kernel]:
-    """Register ``fn`` as the kernel of each of ``op_types``."""
+def kernel(*op_types: str, replaces: bool = False) -> Callable[[Kernel], Kernel]:
+    """Register ``fn`` as the kernel of each of ``op_types``; registering an op type twice is an
+    error unless ``replaces`` says the new kernel supersedes one loaded before it."""
 
     def register(fn: Kernel) -> Kernel:
         for op_type in op_types:
+            previous = KERNELS.get(op_type)
+            same = previous is not None and (previous.__module__, previous.__qualname__) == (fn.__module__, fn.__qualname__)
+            if previous is not None and not replaces and not same:  # a module imported again is the same kernel
+                raise ValueError(f"kernel of '{op_type}' registered twice ({previous.__module__}, {fn.__module__})")
             KERNELS[op_type] = fn
         return fn
 

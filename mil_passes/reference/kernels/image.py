@@ -234,9 +234,17 @@ def _box_corners(boxes: np.ndarray, mode: str) -> tuple[np.ndarray, ...]:
 
 
 def _box_grid(start: float, end: float, out_size: int, mode: str) -> np.ndarray:
-    if out_size == 1:
-        return np.array([(start + end) / 2 if mode == "ALIGN_CORNERS" else start])
-    return start + np.arange(out_size) * (end - start) / (out_size - 1)
+    """Positions sampled in a box whose first and last pixel centres are ``start`` and ``end``.
+
+    The align-corners modes step from ``start`` to ``end`` (a box may be inverted). The others are
+    ``resize_bilinear``'s grid over the box's ``end - start + 1`` pixels, shifted to ``start`` and
+    kept inside the box: a box over the whole image samples what ``resize_bilinear`` samples.
+    """
+    if mode in ("ALIGN_CORNERS", "STRICT_ALIGN_CORNERS"):
+        if out_size == 1:
+            return np.array([(start + end) / 2 if mode == "ALIGN_CORNERS" else start])
+        return start + np.arange(out_size) * (end - start) / (out_size - 1)
+    return start + linear_grid(end - start + 1, out_size, mode)
 
 
 def _crop_bilinear(image: np.ndarray, rows: np.ndarray, cols: np.ndarray, pad: float) -> np.ndarray:
@@ -254,17 +262,16 @@ def _crop_bilinear(image: np.ndarray, rows: np.ndarray, cols: np.ndarray, pad: f
 
 @kernel("crop_resize")
 def crop_resize(op, args):
-    """TF's ``crop_and_resize`` for ``ALIGN_CORNERS`` (and ``STRICT_ALIGN_CORNERS``).
+    """TF's ``crop_and_resize`` for ``ALIGN_CORNERS`` (and ``STRICT_ALIGN_CORNERS``); the other
+    sampling modes sample a box as ``resize_bilinear`` samples an image (see ``_box_grid``).
 
     Boxes are scaled by ``spatial_scale`` and, when normalized, by ``(H - 1, W - 1)``; samples
-    outside ``[0, H - 1] x [0, W - 1]`` take ``pad_value``. The other sampling modes have no
-    documented meaning on a box (coremltools' own UNALIGN_CORNERS example fits no formula).
+    outside ``[0, H - 1] x [0, W - 1]`` take ``pad_value``.
     """
     x = np.asarray(args["x"])
     mode = str(args["sampling_mode"])
-    if mode not in ("ALIGN_CORNERS", "STRICT_ALIGN_CORNERS"):
-        detail = f"sampling_mode '{mode}' on boxes is not documented"
-        raise UnsupportedOpError(op.op_type, op.name, detail)
+    if mode not in SAMPLING_MODES:
+        raise ValueError(f"crop_resize '{op.name}': input 'sampling_mode' is '{mode}', not one of {SAMPLING_MODES}")
     batch, _, height, width = x.shape
     if "boxes" in op.inputs:  # iOS17: boxes [N, 4], box_indices [N] -> [N, C, h, w]
         boxes = np.asarray(args["boxes"])

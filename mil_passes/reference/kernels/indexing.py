@@ -5,7 +5,13 @@ Index rules, as MIL defines them:
 - Before iOS17, an index may be negative (``-D <= i < D``, counted from the end).
 - From iOS17 on (the ops that take ``validate_indices``), negative indices are out of bounds.
 - An out-of-bounds index is undefined behaviour on Core ML, so these kernels raise
-  ``ValueError`` naming the op, the index and the valid range instead of inventing a value.
+  :class:`~mil_passes.reference.errors.PredictionError` (a ``ValueError``) naming the op, the
+  index and the valid range instead of inventing a value; ``predict`` reports it as Core ML's
+  ``predict`` reports a model that fails (``RuntimeError``), which is what coremltools' op tests
+  pin for ``validate_indices=True``.
+- A scatter with ``validate_indices=False`` (iOS17+) drops the updates whose index is out of
+  range: Core ML's result is undefined there, and the op tests pin only that it is not the
+  result of wrapping the index.
 - Integer ``div`` scatters have no documented rounding: ``UnsupportedOpError``.
 
 Scatter modes (``update``, ``add``, ``sub``, ``mul``, ``div``, ``max``, ``min``) apply the
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
+from ..errors import PredictionError, UnsupportedOpError
 from . import kernel
 
 SCATTER_MODES = ("update", "add", "sub", "mul", "div", "max", "min")
@@ -78,15 +84,29 @@ def checked_indices(op, indices, sizes, what: str = "") -> np.ndarray:
         value, size = int(indices[where]), int(sizes[where])
         valid = f"[{-size}, {size})" if negatives_allowed else f"[0, {size})"
         note = " (iOS17+ takes no negative indices)" if value < 0 and not negatives_allowed else ""
-        raise ValueError(
+        raise PredictionError(
             f"{_describe(op)}: index {value} at {list(where)} of 'indices' is out of range "
             f"{valid}{what}{note}"
         )
     return np.where(indices < 0, indices + sizes, indices)
 
 
-def _apply_scatter(op, data: np.ndarray, targets: np.ndarray, updates: np.ndarray, mode: str):
-    """Apply ``updates`` to ``data.flat[targets]`` one by one, in order, by ``mode``."""
+def scatter_indices(op, args, sizes, what: str = "") -> tuple[np.ndarray, np.ndarray | None]:
+    """A scatter's indices as :func:`checked_indices` gives them, and ``None``; or, with
+    ``validate_indices=False``, the indices (out-of-range ones set to 0) and the mask of the
+    in-range ones: the updates to keep."""
+    raw = np.asarray(args["indices"]).astype(np.int64)
+    if args.get("validate_indices") is None or bool(np.asarray(args["validate_indices"])):
+        return checked_indices(op, raw, sizes, what), None
+    sizes = np.broadcast_to(np.asarray(sizes, dtype=np.int64), raw.shape)
+    valid = (raw >= 0) & (raw < sizes)
+    return np.where(valid, raw, 0), valid
+
+
+def _apply_scatter(op, data: np.ndarray, targets: np.ndarray, updates: np.ndarray, mode: str,
+                   keep: np.ndarray | None = None):
+    """Apply ``updates`` to ``data.flat[targets]`` one by one, in order, by ``mode``; only where
+    ``keep`` (broadcast against ``targets``) is true, when it is given."""
     if mode not in SCATTER_MODES:
         raise ValueError(
             f"{_describe(op)}: unknown mode '{mode}' (MIL modes: {', '.join(SCATTER_MODES)})"
@@ -96,8 +116,11 @@ def _apply_scatter(op, data: np.ndarray, targets: np.ndarray, updates: np.ndarra
         detail = f"mode 'div' on {data.dtype} data has no documented rounding"
         raise UnsupportedOpError(op.op_type, op.name, detail)
     out = data.astype(dtype).reshape(-1)
-    targets = targets.reshape(-1)
     values = updates.astype(dtype).reshape(-1)
+    if keep is not None:
+        kept = np.broadcast_to(keep, targets.shape).reshape(-1)
+        targets, values = targets.reshape(-1)[kept], values[kept]
+    targets = targets.reshape(-1)
     if mode == "update":
         # the last write to each position wins
         reversed_first = np.unique(targets[::-1], return_index=True)[1]
@@ -144,31 +167,32 @@ def gather_nd(op, args):
 def scatter(op, args):
     data = np.asarray(args["data"])
     axis = _axis(op, args["axis"], data.ndim)
-    indices = checked_indices(op, args["indices"], data.shape[axis], f" on axis {axis}")
+    indices, keep = scatter_indices(op, args, data.shape[axis], f" on axis {axis}")
     before = int(np.prod(data.shape[:axis], dtype=np.int64))
     after = int(np.prod(data.shape[axis + 1 :], dtype=np.int64))
     rows = np.arange(before, dtype=np.int64)[:, None, None] * data.shape[axis]
     targets = (rows + indices.reshape(1, -1, 1)) * after + np.arange(after)[None, None, :]
-    return _apply_scatter(op, data, targets, np.asarray(args["updates"]), str(args["mode"]))
+    keep = None if keep is None else keep.reshape(1, -1, 1)
+    return _apply_scatter(op, data, targets, np.asarray(args["updates"]), str(args["mode"]), keep)
 
 
 @kernel("scatter_along_axis")
 def scatter_along_axis(op, args):
     data = np.asarray(args["data"])
     axis = _axis(op, args["axis"], data.ndim)
-    indices = checked_indices(op, args["indices"], data.shape[axis], f" on axis {axis}")
+    indices, keep = scatter_indices(op, args, data.shape[axis], f" on axis {axis}")
     coords = list(np.indices(indices.shape, sparse=True))
     coords[axis] = indices
     targets = np.ravel_multi_index(np.broadcast_arrays(*coords), data.shape)
-    return _apply_scatter(op, data, targets, np.asarray(args["updates"]), str(args["mode"]))
+    return _apply_scatter(op, data, targets, np.asarray(args["updates"]), str(args["mode"]), keep)
 
 
 @kernel("scatter_nd")
 def scatter_nd(op, args):
     data = np.asarray(args["data"])
-    raw = np.asarray(args["indices"])
-    depth = raw.shape[-1]
-    indices = checked_indices(op, raw, np.asarray(data.shape[:depth], dtype=np.int64))
+    depth = np.asarray(args["indices"]).shape[-1]
+    indices, keep = scatter_indices(op, args, np.asarray(data.shape[:depth], dtype=np.int64))
+    keep = None if keep is None else keep.all(axis=-1, keepdims=True)
     inner = int(np.prod(data.shape[depth:], dtype=np.int64))
     if depth:
         components = tuple(indices[..., k] for k in range(depth))
@@ -176,7 +200,7 @@ def scatter_nd(op, args):
     else:
         lead = np.zeros(indices.shape[:-1], dtype=np.int64)
     targets = lead[..., None] * inner + np.arange(inner)
-    return _apply_scatter(op, data, targets, np.asarray(args["updates"]), str(args["mode"]))
+    return _apply_scatter(op, data, targets, np.asarray(args["updates"]), str(args["mode"]), keep)
 
 
 # -- one_hot, slice_update, crop, reshape_like ------------------------------------------------

@@ -1,0 +1,154 @@
+"""Recurrent kernels: ``rnn``, ``lstm`` and ``gru`` (iOS15 forms; iOS17 adds fp16, iOS18's gru adds
+``reset_after`` and ``input_bias``).
+
+``x`` is ``<s, b, I>``; states are ``<b, D*H>``. Steps compute in fp32 (fp16 is widened), as Core ML's
+CPU does. Each direction's sequence output is kept in processing order: a ``reverse`` layer's
+``output[k]`` is its ``k``-th step, which read ``x[s-1-k]`` (what coremltools' op tests expect, and
+what torch gives on a flipped input). A ``bidirectional`` lstm is ``[forward | backward]`` along the
+last axis with each step's backward output at its input's position, as torch lays out its
+bidirectional outputs; without ``output_sequence`` it is the final state of each direction.
+
+These replace the first rnn/lstm kernels of ``core.py``, which wrote reverse steps at their input's
+position and had no ``clip``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from . import kernel
+
+Activation = Callable[[np.ndarray], np.ndarray]
+
+# Activations at MIL's default parameters: scaled_tanh is tanh (alpha = beta = 1), hard_sigmoid
+# (also spelled sigmoid_hard) is clip(0.2 x + 0.5, 0, 1).
+ACTIVATIONS: dict[str, Activation] = {
+    "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
+    "tanh": np.tanh,
+    "scaled_tanh": np.tanh,
+    "relu": lambda v: np.maximum(v, 0),
+    "linear": lambda v: v,
+    "hard_sigmoid": lambda v: np.clip(0.2 * v + 0.5, 0.0, 1.0),
+    "sigmoid_hard": lambda v: np.clip(0.2 * v + 0.5, 0.0, 1.0),
+}
+
+
+def _wide(value) -> np.ndarray:
+    value = np.asarray(value)
+    return value.astype(np.float32) if value.dtype == np.float16 else value
+
+
+def _optional(args: dict, name: str):
+    return 0 if args.get(name) is None else _wide(args[name])
+
+
+def _activation(op, args: dict, name: str, default: str) -> Activation:
+    chosen = str(args.get(name) or default).lower()
+    if chosen not in ACTIVATIONS:
+        raise UnsupportedOpError(op.op_type, op.name, f"{name} '{chosen}' is not an activation MIL defines")
+    return ACTIVATIONS[chosen]
+
+
+def _direction(op, args: dict, allowed: tuple[str, ...]) -> str:
+    direction = str(args.get("direction") or "forward")
+    if direction not in allowed:
+        raise ValueError(f"{op.op_type} '{op.name}': input 'direction' is '{direction}', expected one of {allowed}")
+    return direction
+
+
+def _sequence(x: np.ndarray, reverse: bool) -> np.ndarray:
+    """The steps' inputs in processing order."""
+    return x[::-1] if reverse else x
+
+
+def _outputs(args: dict, steps: np.ndarray, final: np.ndarray) -> np.ndarray:
+    return steps if bool(args.get("output_sequence")) else final[None]
+
+
+@kernel("rnn", replaces=True)
+def rnn(op, args: dict):
+    """``h_t = activation(W_ih x_t + W_hh h_{t-1} + bias)``."""
+    reverse = _direction(op, args, ("forward", "reverse")) == "reverse"
+    weight_ih, weight_hh, bias = _wide(args["weight_ih"]), _wide(args["weight_hh"]), _optional(args, "bias")
+    act = _activation(op, args, "activation", "tanh")
+    h = _wide(args["initial_h"])
+    steps = []
+    for x_t in _sequence(_wide(args["x"]), reverse):
+        h = act(x_t @ weight_ih.T + h @ weight_hh.T + bias)
+        steps.append(h)
+    return _outputs(args, _stack(steps, h), h), h
+
+
+def _stack(steps: list[np.ndarray], h: np.ndarray) -> np.ndarray:
+    return np.stack(steps) if steps else np.zeros((0,) + h.shape, h.dtype)
+
+
+def _lstm_layer(op, args: dict, x, h, c, suffix: str, reverse: bool):
+    """One direction of an lstm: its steps' hidden states in processing order, final h and c."""
+    weight_ih, weight_hh = _wide(args["weight_ih" + suffix]), _wide(args["weight_hh" + suffix])
+    bias = _optional(args, "bias" + suffix)
+    peephole = args.get("peephole" + suffix)
+    p_i, p_f, p_o = (0, 0, 0) if peephole is None else np.split(_wide(peephole), 3)
+    gate = _activation(op, args, "recurrent_activation", "sigmoid")
+    cell_act = _activation(op, args, "cell_activation", "tanh")
+    act = _activation(op, args, "activation", "tanh")
+    clip = None if args.get("clip") is None else float(np.asarray(args["clip"]))
+    steps = []
+    for x_t in _sequence(x, reverse):
+        i, f, o, z = np.split(x_t @ weight_ih.T + h @ weight_hh.T + bias, 4, axis=-1)
+        i, f = gate(i + p_i * c), gate(f + p_f * c)
+        c = f * c + i * cell_act(z)
+        if clip is not None:  # the cell state, before the output gate's peephole reads it
+            c = np.clip(c, -clip, clip)
+        h = gate(o + p_o * c) * act(c)
+        steps.append(h)
+    return _stack(steps, h), h, c
+
+
+@kernel("lstm", replaces=True)
+def lstm(op, args: dict):
+    """Gates in MIL's [input, forget, output, cell] order; peepholes [input, forget, output];
+    ``clip`` bounds the cell state to ``[-clip, clip]`` after each update."""
+    direction = _direction(op, args, ("forward", "reverse", "bidirectional"))
+    x = _wide(args["x"])
+    h0, c0 = _wide(args["initial_h"]), _wide(args["initial_c"])
+    if direction != "bidirectional":
+        steps, h, c = _lstm_layer(op, args, x, h0, c0, "", direction == "reverse")
+        return _outputs(args, steps, h), h, c
+    hidden = h0.shape[-1] // 2
+    f_steps, f_h, f_c = _lstm_layer(op, args, x, h0[:, :hidden], c0[:, :hidden], "", False)
+    b_steps, b_h, b_c = _lstm_layer(op, args, x, h0[:, hidden:], c0[:, hidden:], "_back", True)
+    steps = np.concatenate([f_steps, b_steps[::-1]], axis=-1)  # backward steps at their input's position
+    h, c = np.concatenate([f_h, b_h], axis=-1), np.concatenate([f_c, b_c], axis=-1)
+    return _outputs(args, steps, h), h, c
+
+
+@kernel("gru")
+def gru(op, args: dict):
+    """Weights and biases in MIL's [reset, output (new), update] order:
+    ``r = σ(W_ir x + W_hr h + b_r)``, ``z = σ(W_iz x + W_hz h + b_z)``,
+    ``o = act(W_io x + b_io + W_ho (r * h) + b_ho)`` (or ``... + r * (W_ho h + b_ho)`` with iOS18's
+    ``reset_after``), ``h = (1 - z) * o + z * h``. ``bias`` is the hidden bias; iOS18's
+    ``input_bias`` is added to the input products (before iOS18 ``bias`` is the only bias)."""
+    reverse = _direction(op, args, ("forward", "reverse")) == "reverse"
+    weight_ih, weight_hh = _wide(args["weight_ih"]), _wide(args["weight_hh"])
+    w_ir, w_io, w_iz = np.split(weight_ih, 3)
+    w_hr, w_ho, w_hz = np.split(weight_hh, 3)
+    b_hr, b_ho, b_hz = np.split(np.broadcast_to(_optional(args, "bias"), (weight_hh.shape[0],)), 3)
+    b_ir, b_io, b_iz = np.split(np.broadcast_to(_optional(args, "input_bias"), (weight_ih.shape[0],)), 3)
+    reset_after = bool(args.get("reset_after", False))
+    gate = _activation(op, args, "recurrent_activation", "sigmoid")
+    act = _activation(op, args, "activation", "tanh")
+    h = _wide(args["initial_h"])
+    steps = []
+    for x_t in _sequence(_wide(args["x"]), reverse):
+        r = gate(x_t @ w_ir.T + b_ir + h @ w_hr.T + b_hr)
+        z = gate(x_t @ w_iz.T + b_iz + h @ w_hz.T + b_hz)
+        hidden = r * (h @ w_ho.T + b_ho) if reset_after else (r * h) @ w_ho.T + b_ho
+        o = act(x_t @ w_io.T + b_io + hidden)
+        h = (1 - z) * o + z * h
+        steps.append(h)
+    return _outputs(args, _stack(steps, h), h), h
