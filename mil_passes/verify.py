@@ -404,7 +404,8 @@ def _identical(before: np.ndarray, after: np.ndarray) -> bool:
         return False
     if before.dtype.kind != "f":
         return bool(np.array_equal(before, after))
-    return bool(np.array_equal(before.view(np.uint8), after.view(np.uint8))) or bool(
+    as_bytes = lambda a: np.ascontiguousarray(a).reshape(-1).view(np.uint8)  # noqa: E731
+    return bool(np.array_equal(as_bytes(before), as_bytes(after))) or bool(
         np.array_equal(before, after, equal_nan=True)
         and np.array_equal(np.signbit(before), np.signbit(after))
     )
@@ -428,5 +429,5 @@ def format_summary(verification: Verification) -> str:
         return f"culprit: {culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {culprit.reason()}{rest}"
     counts = {status: sum(row.status == status for row in verification.rows) for status in STATUS_ORDER}
     parts = [f"{counts[s]} {s}" for s in ("same", "precision", "unchecked") if counts[s]]
-    return (f"no pass changed the outputs: {total} passes ({', '.join(parts) or 'none run'}), "
+    return (f"no pass changed the outputs: {total} pass{'' if total == 1 else 'es'} ({', '.join(parts) or 'none run'}), "
             f"{verification.seconds:.2f} s")
