@@ -9,7 +9,7 @@ import pytest
 import coremltools as ct
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 
-from mil_passes.testing.fuzz import check_drawn, check_verified, checker, select_targets
+from mil_passes.testing.fuzz import check_drawn, check_verified, checker, culprit_error, select_targets
 from mil_passes.testing.minimize import minimize
 from mil_passes.testing.recipe import InputDecl, Recipe, Ref, Step
 from mil_passes.testing.reproducer import reproducer_script, write_reproducer
@@ -84,3 +84,27 @@ def test_fuzz_targets_of_pipelines_and_their_passes():
     assert checker("webnn::fold_shape_ops") is check_drawn and checker("pipeline") is check_drawn
     with pytest.raises(ValueError, match="unknown pipeline 'fast'"):
         select_targets(None, ["fast"])
+
+
+def test_culprits_raise_their_own_error_types():
+    changed = culprit_error("common::const_elimination", "changed")
+    assert issubclass(changed, AssertionError) and changed.__name__ == "CommonConstEliminationChanged"
+    assert changed is culprit_error("common::const_elimination", "changed")
+    assert changed is not culprit_error("common::const_elimination", "raised")
+    assert changed is not culprit_error("common::cast_optimization", "changed")
+
+
+def test_reproducer_of_a_value_change_known_only_at_run_time_says_so(tmp_path):
+    """cast_optimization fuses fp32 -> uint8 -> bool into fp32 -> bool: 0.5 was False, becomes True."""
+    steps = [
+        Step("cast", "to_uint8", {"x": Ref(0), "dtype": "uint8"}),
+        Step("cast", "to_bool", {"x": Ref(1), "dtype": "bool"}),
+        Step("select", "picked", {"cond": Ref(2), "a": np.array([-30, -29, -28], np.float16),
+                                  "b": np.array([-40], np.float16)}),
+    ]
+    recipe = Recipe(ct.target.iOS17, (InputDecl("fp32", (3,), "x0"),), steps, [Ref(3)])
+    feeds = {"x0": np.array([0, -10, 0.5], np.float32)}
+    minimized = minimize(recipe, ["common::cast_optimization"], [feeds])
+    assert minimized.signature.kinds == {"values"} and minimized.row.outputs["picked"].max_abs == 12
+    result = run_script(write_reproducer(minimized, tmp_path / "cast.py"))
+    assert result.returncode == 2 and "cannot tell without Core ML" in result.stdout

@@ -32,6 +32,7 @@ import contextlib
 import io
 import multiprocessing
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -143,8 +144,21 @@ def check_verified(drawn: DrawnProgram, target: Target) -> bool:
                                   feeds=drawn.feeds)
     culprit = verification.culprit
     if culprit is not None:
-        raise AssertionError(f"{culprit.name} {culprit.status}: {culprit.reason()}")
+        raise culprit_error(culprit.name, culprit.status)(f"{culprit.name} {culprit.status}: {culprit.reason()}")
     return any(row.ops_before != row.ops_after for row in verification.rows)
+
+
+_CULPRIT_ERRORS: dict[tuple[str, str], type[AssertionError]] = {}
+
+
+def culprit_error(pass_name: str, status: str) -> type[AssertionError]:
+    """An AssertionError class for each culprit pass and status: hypothesis tells failures apart
+    by exception type and line, so a pipeline's culprits are shrunk and reported one by one."""
+    key = (pass_name, status)
+    if key not in _CULPRIT_ERRORS:
+        label = "".join(part.title() for part in re.split(r"[^A-Za-z0-9]+", pass_name) if part)
+        _CULPRIT_ERRORS[key] = type(f"{label}{status.title()}", (AssertionError,), {})
+    return _CULPRIT_ERRORS[key]
 
 
 def checker(name: str) -> Callable[[DrawnProgram, Target], bool]:
