@@ -188,7 +188,7 @@ def verify_program(
     """Run ``pipeline`` pass by pass on a copy of ``prog`` and compare its outputs after each pass.
 
     ``prog``: a Program (left as it is; the passes run on :func:`~mil_passes.package.io.copy_program`
-    of it) or a callable making a fresh identical Program each call (called twice). ``feeds``: how
+    of it) or a callable making a fresh Program (called once; the passes run on what it returns). ``feeds``: how
     many random feeds (:func:`~mil_passes.reference.feeds.random_inputs` with seeds ``seed``,
     ``seed + 1``, …) or the feeds themselves. ``on_row`` gets each row as it is made. Raises
     :class:`VerifyError` when the pipeline is unknown or the interpreter cannot run ``prog``.
@@ -198,8 +198,8 @@ def verify_program(
     original = prog() if callable(prog) else prog
     feed_list = _feed_list(original, feeds, seed)
     want = [_evaluate_original(original, f) for f in feed_list]
-    work = prog() if callable(prog) else _copy(original)
-    run = _Run(resolved, original, feed_list, want)
+    run = _Run(resolved, original, feed_list, want)  # all it needs of the original, read now
+    work = original if callable(prog) else _copy(original)
     rows: list[PassRow] = []
     for index, name in enumerate(resolved.passes, 1):
         row = run.step(work, index, name)
@@ -222,8 +222,8 @@ def verify_package(
     seed: int = 0,
     on_row: Callable[[PassRow], None] | None = None,
 ) -> Verification:
-    """:func:`verify_program` on the program saved at ``path`` (read twice: the reference and the
-    working copy). A package converted with ``PassPipeline.EMPTY`` holds the program before any
+    """:func:`verify_program` on the program saved at ``path`` (read once: its outputs are computed,
+    then the passes run on it). A package converted with ``PassPipeline.EMPTY`` holds the program before any
     pass of the main pipeline. Raises :class:`~mil_passes.package.files.PackageError` for a bad
     package."""
     from .package.io import read

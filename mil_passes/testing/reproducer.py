@@ -92,6 +92,8 @@ def run(inputs_as_consts):
             status = 1
         elif got is None and CHANGE == "values":
             status = max(status, 2)  # values known only at run time
+    if status == 2:
+        print(f"the program after {PASSES[-1]}:{prog}")
     return status
 
 
