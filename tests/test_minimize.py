@@ -82,6 +82,7 @@ def test_fuzz_targets_of_pipelines_and_their_passes():
     assert [name for name in targets if name != "pipeline:default"] == list(dict.fromkeys(PassPipeline.CLEANUP.passes))
     assert checker("common::const_elimination") is check_verified
     assert checker("webnn::fold_shape_ops") is check_drawn and checker("pipeline") is check_drawn
+    assert checker("webnn_test::a_pass") is check_drawn and checker("pipeline:default") is check_verified
     with pytest.raises(ValueError, match="unknown pipeline 'fast'"):
         select_targets(None, ["fast"])
 
@@ -108,3 +109,14 @@ def test_reproducer_of_a_value_change_known_only_at_run_time_says_so(tmp_path):
     assert minimized.signature.kinds == {"values"} and minimized.row.outputs["picked"].max_abs == 12
     result = run_script(write_reproducer(minimized, tmp_path / "cast.py"))
     assert result.returncode == 2 and "cannot tell without Core ML" in result.stdout
+
+
+def test_check_verified_says_whether_the_program_changed():
+    from mil_passes.testing.recipe import DrawnProgram
+
+    unchanged = DrawnProgram(hidden_bug(), [FEEDS])
+    unchanged.recipe.outputs = [Ref(6)]
+    assert check_verified(unchanged, "common::lower_complex_dialect_ops") is False
+    assert check_verified(unchanged, "common::dead_code_elimination") is True  # the unread ops go
+    with pytest.raises(AssertionError, match="common::const_elimination changed: output 's1' became int32"):
+        check_verified(DrawnProgram(hidden_bug(), [FEEDS]), "common::const_elimination")
