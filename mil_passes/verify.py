@@ -196,6 +196,8 @@ def verify_program(
     start = time.perf_counter()
     resolved = resolve_pipeline(pipeline)
     original = prog() if callable(prog) else prog
+    if "main" not in original.functions:
+        raise VerifyError(f"the program has no function 'main' (it has: {', '.join(original.functions)})")
     feed_list = _feed_list(original, feeds, seed)
     want = [_evaluate_original(original, f) for f in feed_list]
     run = _Run(resolved, original, feed_list, want)  # all it needs of the original, read now
@@ -209,9 +211,16 @@ def verify_program(
         if row.is_culprit:
             break
     return Verification(
-        str(pipeline) if not isinstance(pipeline, PassPipeline) else str(resolved),
-        list(resolved.passes), len(feed_list), seed, rows, seconds=time.perf_counter() - start,
+        _label(pipeline, resolved), list(resolved.passes), len(feed_list), seed, rows,
+        seconds=time.perf_counter() - start,
     )
+
+
+def _label(pipeline, resolved: PassPipeline) -> str:
+    """How the pipeline was named: its name, ``P1,P2`` for passes, or the PassPipeline's name."""
+    if isinstance(pipeline, str):
+        return pipeline
+    return str(resolved) if isinstance(pipeline, PassPipeline) else ",".join(resolved.passes)
 
 
 def verify_package(

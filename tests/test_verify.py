@@ -161,6 +161,7 @@ def test_a_value_change_names_the_pass():
     pipeline = ["common::noop_elimination", "verify_test::add_becomes_sub", "common::dead_code_elimination"]
     verification = verify_program(fp32_chain(), pipeline)
     culprit = verification.culprit
+    assert verification.pipeline == ",".join(pipeline)
     assert (culprit.index, culprit.name, culprit.status) == (2, "verify_test::add_becomes_sub", "changed")
     assert culprit.outputs["out"].max_abs == pytest.approx(0.2, rel=1e-5)
     assert len(verification.rows) == 2
@@ -180,6 +181,13 @@ def test_an_op_without_kernel_in_the_original_is_bad_input():
         return mb.non_maximum_suppression(boxes=boxes, scores=boxes, iou_threshold=0.5, max_boxes=2)[0]
 
     with pytest.raises(VerifyError, match="reference interpreter cannot run the program"):
+        verify_program(prog, "empty")
+
+
+def test_a_program_without_main_is_bad_input():
+    prog = fp32_chain()
+    prog.functions["other"] = prog.functions.pop("main")
+    with pytest.raises(VerifyError, match="no function 'main' \\(it has: other\\)"):
         verify_program(prog, "empty")
 
 

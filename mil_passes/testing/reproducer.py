@@ -83,7 +83,12 @@ def run(inputs_as_consts):
     status = 0
     for var, was, (name, want) in zip(prog.functions["main"].outputs, before, EXPECTED.items()):
         now = describe(var)
-        got = None if var.val is None else np.asarray(var.val, dtype=types.nptype_from_builtin(var.dtype))
+        try:
+            got = None if var.val is None else np.asarray(var.val, dtype=types.nptype_from_builtin(var.dtype))
+        except (OverflowError, ValueError) as error:  # a value its declared dtype cannot hold
+            print(f"output {name}: before {was} = {want.tolist()}; after {now} holds {var.val!r}: {error}")
+            status = 1
+            continue
         print(f"output {name}: before {was} = {want.tolist()}; after {now} = "
               f"{'(computed at run time)' if got is None else got.tolist()}")
         if now != was:
