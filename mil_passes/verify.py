@@ -435,7 +435,8 @@ def format_summary(verification: Verification) -> str:
     if culprit is not None:
         left = total - culprit.index
         rest = f"; {left} later pass{'es' if left != 1 else ''} not run" if left else ""
-        return f"culprit: {culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {culprit.reason()}{rest}"
+        reason = culprit.reason().rstrip(".")
+        return f"culprit: {culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {reason}{rest}"
     counts = {status: sum(row.status == status for row in verification.rows) for status in STATUS_ORDER}
     parts = [f"{counts[s]} {s}" for s in ("same", "precision", "unchecked") if counts[s]]
     return (f"no pass changed the outputs: {total} pass{'' if total == 1 else 'es'} ({', '.join(parts) or 'none run'}), "

@@ -258,6 +258,14 @@ def test_cli_names_the_culprit(capsys, const_elimination_package):
                                            "output 'y' became int32 (was fp32)")
 
 
+def test_cli_names_the_culprit_that_raises(capsys, tmp_path):
+    path = mlpackage.save(slice_of_concat("add"), tmp_path / "raises.mlpackage")
+    status, out, _ = run(capsys, "verify", path)
+    assert status == 1
+    assert out.splitlines()[-1].startswith("culprit: common::const_elimination (pass 11 of 95) raised: ValueError: ")
+    assert out.splitlines()[-1].endswith("whereas x has dtype int32; 84 later passes not run")
+
+
 def test_cli_json(capsys, const_elimination_package):
     status, out, _ = run(capsys, "verify", const_elimination_package, "--json", "--feeds", "2", "--seed", "5")
     document = json.loads(out)
