@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,3 +121,18 @@ def test_check_verified_says_whether_the_program_changed():
     assert check_verified(unchanged, "common::dead_code_elimination") is True  # the unread ops go
     with pytest.raises(AssertionError, match="common::const_elimination changed: output 's1' became int32"):
         check_verified(DrawnProgram(hidden_bug(), [FEEDS]), "common::const_elimination")
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "reproducers"
+
+
+@pytest.mark.parametrize("script, status, words", [
+    ("const_elimination_raises.py", 1, "common::const_elimination raises ValueError"),
+    ("cast_optimization_float_int_bool.py", 2, "= cast(x=%x0, dtype=bool"),  # the fused cast, printed
+    ("add_fp16_cast_overflow.py", 1, "-inf"),
+])
+def test_the_documented_reproducers_say_what_the_docs_say(script, status, words):
+    """docs/coremltools-passes.md describes these (coremltools 9.0); update both when one changes."""
+    result = run_script(DOCS / script)
+    assert result.returncode == status, result.stdout + result.stderr
+    assert words in result.stdout
