@@ -343,3 +343,28 @@ def test_const_elimination_int32_reproducer_shows_the_bug():
         pytest.skip("coremltools fixed const_elimination: the xfail above now fails; update the docs")
     assert result.returncode == 1, result.stderr
     assert "fp32[1]" in result.stdout and "after int32[1]" in result.stdout and "bug present" in result.stdout
+
+
+# -- copying and evaluating ------------------------------------------------------------------
+def test_copy_program_is_equivalent_and_independent():
+    from mil_passes.package.io import copy_program
+    from mil_passes.reference.equivalence import assert_equivalent
+
+    prog = fp32_chain()
+    before = str(prog)
+    copied = copy_program(prog)
+    assert copied is not prog and str(prog) == before
+    assert_equivalent(prog, copied)
+    verify_program(lambda: copied, ["common::noop_elimination"])  # the passes run on the copy
+    assert str(prog) == before and len(str(copied)) < len(before)
+
+
+def test_evaluate_vars_gives_every_value():
+    from mil_passes.reference.interpreter import evaluate_vars
+
+    prog = fp32_chain()
+    x = np.array([[1, -2, 3], [0, 0.5, -1]], np.float32)
+    values = {var.name: value for var, value in evaluate_vars(prog, {"x": x}).items()}
+    relu = next(op for op in prog.functions["main"].operations if op.op_type == "relu").outputs[0].name
+    np.testing.assert_array_equal(values[relu], np.maximum(x * 3, 0))
+    np.testing.assert_allclose(values["out"], np.maximum(x * 3, 0) + 0.1 - 0.7, rtol=1e-6)
