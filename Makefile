@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Targets `make fuzz` runs at once (one worker process each): every core by default
 FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 
-.PHONY: demo test check fuzz bench peer-suite op-tests clean
+.PHONY: demo test check fuzz fuzz-coremltools bench peer-suite op-tests clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,13 @@ check: $(VENV)/.installed-test
 
 fuzz: $(VENV)/.installed-test
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --examples 10000 --jobs $(FUZZ_JOBS)
+
+# Every distinct pass of coremltools' DEFAULT pipeline, and DEFAULT as a whole, checked as
+# `mil-passes verify` checks them; failures are minimized into scripts under reproducers/.
+FUZZ_CT_EXAMPLES ?= 500
+fuzz-coremltools: $(VENV)/.installed-test
+	$(BIN)/python -m mil_passes.testing.fuzz --each-pass-of default --pipeline default \
+		--examples $(FUZZ_CT_EXAMPLES) --jobs $(FUZZ_JOBS) --minimize --reproducers reproducers
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run

@@ -1,4 +1,4 @@
-"""The ``--json`` output of ``mil-passes lint`` and ``mil-passes optimize``: stable, versioned.
+"""The ``--json`` output of ``mil-passes lint``, ``optimize`` and ``verify``: stable, versioned.
 
 Every document carries ``"schema"``; a change that removes or renames a key, or changes its
 meaning, bumps the number after the slash. New keys may be added without a bump.
@@ -27,6 +27,23 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
       ]
     }
 
+``mil-passes/verify/1``::
+
+    {
+      "schema": "mil-passes/verify/1",
+      "input": "in.mlpackage", "pipeline": "default", "feeds": 3,
+      "passes": [                                    # in pipeline order, up to the culprit
+        {"name": "common::const_elimination", "seconds": 0.0012,
+         "ops_before": 2, "ops_after": 1,            # non-const ops
+         "status": "changed",                        # same | precision | unchecked | changed | raised | invalid
+         "outputs": {"y": {"dtype_before": "fp32", "dtype_after": "int32",
+                           "shape_before": [2], "shape_after": [2],
+                           "max_abs": 0.5, "max_rel": 0.0476}},   # null when the shapes differ
+         "error": null}                              # one line for raised, invalid, unchecked
+      ],
+      "culprit": "common::const_elimination"          # the first changed/raised/invalid pass, or null
+    }
+
 ``Finding`` is ``{"rule": id, "severity": "error" | "warning" | "info", "op": op name,
 "message": one line, "fix": "webnn::…" | null}``: ``fix`` names the pass that fixes it (lint is a
 dry run of the passes: a finding names a pass exactly when that pass would change the model), null
@@ -40,9 +57,11 @@ from typing import Iterable
 
 from ..lint import SEVERITIES, Finding
 from ..package.optimize import PackageRun
+from ..verify import Verification
 
 LINT_SCHEMA = "mil-passes/lint/1"
 OPTIMIZE_SCHEMA = "mil-passes/optimize/1"
+VERIFY_SCHEMA = "mil-passes/verify/1"
 
 
 def lint_json(path: str | Path, findings: Iterable[Finding]) -> dict:
@@ -84,4 +103,38 @@ def optimize_json(run: PackageRun) -> dict:
             }
             for pass_run in report.passes
         ],
+    }
+
+
+def verify_json(verification: Verification) -> dict:
+    """The ``verify --json`` document."""
+    culprit = verification.culprit
+    return {
+        "schema": VERIFY_SCHEMA,
+        "input": verification.input,
+        "pipeline": verification.pipeline,
+        "feeds": verification.feeds,
+        "passes": [
+            {
+                "name": row.name,
+                "seconds": round(row.seconds, 4),
+                "ops_before": row.ops_before,
+                "ops_after": row.ops_after,
+                "status": row.status,
+                "outputs": {
+                    name: {
+                        "dtype_before": change.dtype_before,
+                        "dtype_after": change.dtype_after,
+                        "shape_before": change.shape_before,
+                        "shape_after": change.shape_after,
+                        "max_abs": change.max_abs,
+                        "max_rel": change.max_rel,
+                    }
+                    for name, change in row.outputs.items()
+                },
+                "error": row.error,
+            }
+            for row in verification.rows
+        ],
+        "culprit": None if culprit is None else culprit.name,
     }

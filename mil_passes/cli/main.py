@@ -1,8 +1,9 @@
 """The ``mil-passes`` command: lint and fix Core ML models (ML Programs) as they are on disk.
 
-Exit status: 0 done (``lint``: no error finding; ``optimize``/``demo``: written, no error left);
-1 ``lint`` found an error (``optimize``: written, but an error finding is left); 2 nothing done:
-a bad path, model or option, said in one line on stderr; 130 interrupted.
+Exit status: 0 done (``lint``: no error finding; ``optimize``/``demo``: written, no error left;
+``verify``: no pass changed the outputs); 1 ``lint`` found an error (``optimize``: written, but an
+error finding is left; ``verify``: a pass changed the outputs, raised or broke the program); 2
+nothing done: a bad path, model or option, said in one line on stderr; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -101,8 +102,35 @@ def _lint(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from .json_output import verify_json
+    from ..verify import format_row, format_summary, resolve_pipeline, verify_package
+
+    names = resolve_pipeline(args.pipeline).passes  # an unknown name fails before any output
+    width = max((len(name) for name in names), default=0)
+    header = f"verify {args.input}: pipeline {args.pipeline} ({_count(len(names), 'pass')}), " \
+             f"{_count(args.feeds, 'feed')} (seed {args.seed})"
+    shown: list[str] = []
+
+    def show(row) -> None:
+        if not shown:
+            shown.append(header)
+            print(header)
+        print(format_row(row, width), flush=True)
+
+    verification = verify_package(args.input, args.pipeline, feeds=args.feeds, seed=args.seed,
+                                  on_row=None if args.json else show)
+    if args.json:
+        print(json.dumps(verify_json(verification), indent=2))
+    else:
+        if not shown:
+            print(header)
+        print(format_summary(verification))
+    return EXIT_FINDINGS if verification.culprit is not None else EXIT_OK
+
+
 def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
+    return f"{number} {noun}{'' if number == 1 else 'es' if noun.endswith('s') else 's'}"
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -155,6 +183,17 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--json", action="store_true", help="print the findings as JSON (mil-passes/lint/1)")
     lint.set_defaults(run=_lint)
 
+    verify = commands.add_parser("verify", help="run a pass pipeline pass by pass; name the pass that changes the outputs")
+    verify.add_argument("input", metavar="IN", help="an .mlpackage, or an .mlmodel holding an ML Program "
+                        "(convert with pass_pipeline=ct.PassPipeline.EMPTY to keep the program before any pass)")
+    verify.add_argument("--pipeline", default="default", metavar="NAME",
+                        help="default, empty, cleanup, default_palettization, default_pruning, mil_passes "
+                             "(DEFAULT with this package's passes), or passes P1,P2,... (default: default)")
+    verify.add_argument("--feeds", type=_positive, default=3, metavar="N", help="random feeds (default 3)")
+    verify.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the feeds (default 0)")
+    verify.add_argument("--json", action="store_true", help="print the rows as JSON (mil-passes/verify/1)")
+    verify.set_defaults(run=_verify)
+
     listing = commands.add_parser("list", help="the passes, in pipeline order")
     listing.set_defaults(run=_list)
 
@@ -194,8 +233,9 @@ def _user_error(error: Exception) -> str | None:
     """One line for what a user can cause; None for a bug (the traceback is then wanted)."""
     from ..optimize import UnknownPass
     from ..package.files import PackageError
+    from ..verify import VerifyError
 
-    if isinstance(error, (PackageError, UnknownPass)):
+    if isinstance(error, (PackageError, UnknownPass, VerifyError)):
         return str(error)
     if isinstance(error, OSError):
         where = f"{error.filename}: " if error.filename else ""

@@ -43,7 +43,7 @@ from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
 from .runtime_quantization import UnloweredQuantization, lower_runtime_quantization
 from ..ir import iter_blocks
 
-__all__ = ["Package", "PackageError", "read", "load", "save", "save_program", "check_output_path"]
+__all__ = ["Package", "PackageError", "read", "load", "save", "save_program", "check_output_path", "copy_program"]
 
 ARRAY_DTYPES = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int32": "INT32", "fp64": "DOUBLE", "int8": "INT8"}
 
@@ -95,17 +95,38 @@ def load(path: str | Path) -> Program:
 
 
 def _build(spec, files: ModelFiles) -> Program:
+    return _program_of(spec, files.weights_dir, files.path)
+
+
+def _program_of(spec, weights_dir: str | Path, label: str | Path) -> Program:
     try:
         with declared_types_set_aside():
             program = milproto_load.load(
                 model_spec=spec,
                 specification_version=spec.specificationVersion,
-                file_weights_dir=str(files.weights_dir),
+                file_weights_dir=str(weights_dir),
             )
     except Exception as error:  # noqa: BLE001 - coremltools' loader raises any type on bad input
-        raise PackageError(f"{files.path}: coremltools cannot build the program: {_one_line(error)}") from None
+        raise PackageError(f"{label}: coremltools cannot build the program: {_one_line(error)}") from None
     _drop_loader_placeholders(program, _defined_names(spec))
     return program
+
+
+def copy_program(prog: Program) -> Program:
+    """A new Program equal to ``prog``, rebuilt from its protobuf (``copy.deepcopy`` recurses too
+    deep past ~1,000 ops): coremltools' MIL backend writes it, no pass runs, and the milproto
+    loader reads it back as :func:`read` does. ``prog`` is not modified."""
+    version = max(int(func.opset_version) for func in prog.functions.values())
+    with tempfile.TemporaryDirectory(prefix="mil-passes-copy-") as weights:
+        spec = export_program(prog, weights, specification_version=version)
+        spec.specificationVersion = version
+        try:
+            fix_duplicate_names(spec)
+        except (InterfaceClash, UndefinedName) as error:
+            raise PackageError(f"cannot copy the program: {error}") from None
+        copied = _program_of(spec, weights, "copy")
+    repair_types(copied)
+    return copied
 
 
 def _defined_names(spec) -> set[str]:

@@ -44,6 +44,13 @@ def evaluate(prog: Program, inputs: Mapping[str, Any], function: str = "main") -
     Raises ``TypeError`` for a non-Program, ``ValueError`` for missing, extra, mis-shaped or
     mis-typed inputs, and :class:`UnsupportedOpError` for an op without a kernel.
     """
+    env = evaluate_vars(prog, inputs, function)
+    return {var.name: env[var] for var in prog.functions[function].outputs}
+
+
+def evaluate_vars(prog: Program, inputs: Mapping[str, Any], function: str = "main") -> dict[Var, Any]:
+    """Like :func:`evaluate`, but the value of every var computed (inputs, consts, op outputs,
+    and the vars of the nested blocks that ran), keyed by Var."""
     if not isinstance(prog, Program):
         raise TypeError(f"evaluate() needs a coremltools MIL Program, got {type(prog).__name__}")
     if function not in prog.functions:
@@ -53,7 +60,7 @@ def evaluate(prog: Program, inputs: Mapping[str, Any], function: str = "main") -
     env: dict[Var, Any] = {}
     _bind_inputs(func, inputs, env)
     _run_block(func, env)
-    return {var.name: env[var] for var in func.outputs}
+    return env
 
 
 def _bind_inputs(func, feeds: Mapping[str, Any], env: dict) -> None:

@@ -1,13 +1,21 @@
 """Run every pass of the package over random programs and report what breaks.
 
-    python -m mil_passes.testing.fuzz [--pass NAME]... [--examples N] [--seed S] [--jobs J]
+    python -m mil_passes.testing.fuzz [--pass NAME]... [--pipeline NAME]... [--each-pass-of NAME]
+                                      [--examples N] [--seed S] [--jobs J] [--minimize [--reproducers DIR]]
 
 Targets: each registered ``webnn::`` pass (``mil_passes.PASS_NAMES``), ``pipeline``
 (``mil_passes.pipeline(PassPipeline.EMPTY)``: the package's passes alone, in order), and ``lint``
 (lint names a pass exactly when that pass changes the program: ``lint_contract``). Each
 program from :func:`~mil_passes.testing.strategies.programs` goes through ``check_pass``
-(validate, interface unchanged, outputs bit-exact on every feed, idempotent). One line per
-target::
+(validate, interface unchanged, outputs bit-exact on every feed, idempotent).
+
+Any other registered pass (``--pass common::const_elimination``), a pipeline (``--pipeline
+default``, named as ``mil-passes verify --pipeline`` takes them) and each distinct pass of a
+pipeline (``--each-pass-of default``) are checked as ``mil-passes verify`` checks them: no pass
+may raise, break ``validate()`` or change an output beyond the program's precision (coremltools
+does not promise bit-exact or idempotent passes). ``--minimize`` shrinks each failing program
+further (``minimize.py``) and writes it as a standalone script (``reproducer.py``) under
+``--reproducers`` (default ``reproducers/``). One line per target::
 
     webnn::NAME: N programs, F failures, H% rewritten
 
@@ -25,6 +33,7 @@ import contextlib
 import io
 import multiprocessing
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -39,9 +48,12 @@ from hypothesis.control import current_build_context
 from hypothesis.strategies import SearchStrategy
 
 from ..pipeline import PASS_NAMES, pipeline
+from ..verify import resolve_pipeline, verify_program
 from .equivalence import assert_equivalent, check_pass
 from .lint_contract import check_lint_contract
+from .minimize import minimize
 from .recipe import program_text
+from .reproducer import write_reproducer
 from .strategies import DrawnProgram, programs
 
 Target = str | PassPipeline
@@ -82,18 +94,34 @@ def default_targets() -> dict[str, Target]:
     return targets
 
 
-def select_targets(names: list[str] | None) -> dict[str, Target]:
-    """``names`` as targets: ``pipeline``, ``webnn::NAME`` or ``NAME``, or any registered pass."""
+PIPELINE_PREFIX = "pipeline:"
+
+
+def select_targets(names: list[str] | None, pipelines: list[str] | None = None,
+                   each_pass_of: list[str] | None = None) -> dict[str, Target]:
+    """``names`` as targets: ``pipeline``, ``webnn::NAME`` or ``NAME``, or any registered pass;
+    then ``pipeline:NAME`` for each of ``pipelines``, and each distinct pass of ``each_pass_of``."""
     known = default_targets()
+    extra: dict[str, Target] = {}
+    for name in pipelines or ():
+        extra[f"{PIPELINE_PREFIX}{name}"] = resolve_pipeline(name)
+    for name in each_pass_of or ():
+        extra.update({pass_name: pass_name for pass_name in resolve_pipeline(name).passes})
     if not names:
-        return known
+        return extra if extra else known
     chosen: dict[str, Target] = {}
     for name in names:
         full = name if name in ("pipeline", LINT) or "::" in name else f"webnn::{name}"
         if full not in known and not _registered(full):
             raise ValueError(f"unknown pass '{name}': choose from {', '.join(known)}")
         chosen[full] = known.get(full, full)
-    return chosen
+    return {**chosen, **extra}
+
+
+def is_package_target(name: str) -> bool:
+    """The package's passes (``webnn*::``, test passes included) and its pipeline get
+    ``check_pass``; coremltools' passes and pipelines get ``verify``'s check."""
+    return name == "pipeline" or name.split("::")[0].startswith("webnn")
 
 
 def _registered(name: str) -> bool:
@@ -115,6 +143,40 @@ def check_drawn(drawn: DrawnProgram, target: Target) -> bool:
     for feeds in drawn.feeds[1:]:
         assert_equivalent(before, after, feeds)
     return program_text(after) != program_text(before)
+
+
+def check_verified(drawn: DrawnProgram, target: Target) -> bool:
+    """``verify_program`` of ``target`` (a pass or a pipeline) on the drawn program and its feeds;
+    raises naming the culprit pass. True if the program printed differently after."""
+    built: list = []
+
+    def build():
+        built.append(drawn.build())
+        return built[-1]  # verify runs the passes on it
+
+    verification = verify_program(build, [target] if isinstance(target, str) else target, feeds=drawn.feeds)
+    culprit = verification.culprit
+    if culprit is not None:
+        raise culprit_error(culprit.name, culprit.status)(f"{culprit.name} {culprit.status}: {culprit.reason()}")
+    return program_text(built[0]) != program_text(drawn.reference())
+
+
+_CULPRIT_ERRORS: dict[tuple[str, str], type[AssertionError]] = {}
+
+
+def culprit_error(pass_name: str, status: str) -> type[AssertionError]:
+    """An AssertionError class for each culprit pass and status: hypothesis tells failures apart
+    by exception type and line, so a pipeline's culprits are shrunk and reported one by one."""
+    key = (pass_name, status)
+    if key not in _CULPRIT_ERRORS:
+        label = "".join(part.title() for part in re.split(r"[^A-Za-z0-9]+", pass_name) if part)
+        _CULPRIT_ERRORS[key] = type(f"{label}{status.title()}", (AssertionError,), {})
+    return _CULPRIT_ERRORS[key]
+
+
+def checker(name: str) -> Callable[[DrawnProgram, Target], bool]:
+    """How the target called ``name`` is checked."""
+    return check_drawn if is_package_target(name) else check_verified
 
 
 def _settings(examples: int, phases: tuple[Phase, ...]) -> settings:
@@ -155,11 +217,12 @@ def fuzz(
     ``progress`` gets the report after each program."""
     strategy = programs() if strategy is None else strategy
     report = FuzzReport(name)
+    check = checker(name)
 
     def count(drawn: DrawnProgram) -> None:
         report.programs += 1
         try:
-            report.rewritten += check_drawn(drawn, target)
+            report.rewritten += check(drawn, target)
         except Exception:
             report.failures += 1
         if progress is not None:
@@ -167,18 +230,19 @@ def fuzz(
 
     _run(count, strategy, examples, at, (Phase.generate,))
     if report.failures:
-        report.minimal = shrink(target, strategy, examples, at)
+        report.minimal = shrink(target, strategy, examples, at, check)
     return report
 
 
-def shrink(target: Target, strategy: SearchStrategy, examples: int, at: int) -> list[Failure]:
+def shrink(target: Target, strategy: SearchStrategy, examples: int, at: int,
+           check_one: Callable[[DrawnProgram, Target], bool] = check_drawn) -> list[Failure]:
     """The same draws again, now failing on the first error: hypothesis shrinks each distinct
     failure and replays the minimal one last (``is_final``), which is the one kept."""
     found: list[Failure] = []
 
     def check(drawn: DrawnProgram) -> None:
         try:
-            check_drawn(drawn, target)
+            check_one(drawn, target)
         except Exception as error:
             if current_build_context().is_final:
                 found.append(Failure(_describe(error), drawn))
@@ -203,27 +267,50 @@ def _progress_every(examples: int) -> Callable[[FuzzReport], None]:
     return show
 
 
-def _rendered(name: str, examples: int, at: int) -> tuple[str, bool]:
+def _target_named(name: str) -> Target:
+    if name.startswith(PIPELINE_PREFIX):
+        return resolve_pipeline(name[len(PIPELINE_PREFIX):])
+    return select_targets([name])[name]
+
+
+def _rendered(name: str, examples: int, at: int, reproducers: str | None = None) -> tuple[str, bool]:
     """Fuzz the target called ``name``: its summary line and shrunk failures as printed, and
     whether it failed (what a worker process sends back; a shrunk program does not pickle).
+    With ``reproducers`` (a folder), each failure is minimized and written there as a script.
     Progress goes to stderr."""
-    report = fuzz(name, select_targets([name])[name], examples=examples, at=at,
-                  progress=_progress_every(examples))
+    target = _target_named(name)
+    report = fuzz(name, target, examples=examples, at=at, progress=_progress_every(examples))
     parts = [report.line() + "\n"]
     for i, failure in enumerate(report.minimal, 1):
-        parts.append(f"--- {name}: minimal failing program {i} of {len(report.minimal)}\n{failure}\n\n")
+        parts.append(f"--- {name}: minimal failing program {i} of {len(report.minimal)}\n{failure}\n")
+        if reproducers is not None:
+            parts.append(minimized_reproducer(name, target, failure, i, reproducers) + "\n")
+        parts.append("\n")
     return "".join(parts), report.failures > 0
 
 
-def _results(names: list[str], examples: int, at: int, jobs: int) -> Iterator[tuple[str, bool]]:
+def minimized_reproducer(name: str, target: Target, failure: Failure, number: int, folder: str) -> str:
+    """Minimize ``failure``'s program and write its script; one line saying where, or why not."""
+    pipeline = [target] if isinstance(target, str) else target
+    minimized = minimize(failure.program.recipe, pipeline, failure.program.feeds)
+    if minimized is None:
+        return f"--- {name}: not minimized: verify does not see this failure (bit-exactness or idempotence)"
+    slug = name.replace("::", "_").replace(":", "_").replace(",", "_")
+    path = write_reproducer(minimized, os.path.join(folder, f"{slug}_{number}.py"))
+    return (f"--- {name}: minimized to {minimized.non_const_ops} non-const ops ({minimized.signature}; "
+            f"passes {', '.join(minimized.passes)}): {path}")
+
+
+def _results(names: list[str], examples: int, at: int, jobs: int,
+             reproducers: str | None = None) -> Iterator[tuple[str, bool]]:
     """:func:`_rendered` for each name, in order; ``jobs`` > 1 runs targets in forked workers
     (they inherit the registered passes, test-registered ones included)."""
     if jobs <= 1 or len(names) <= 1:
-        yield from (_rendered(name, examples, at) for name in names)
+        yield from (_rendered(name, examples, at, reproducers) for name in names)
         return
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=context) as pool:
-        futures = [pool.submit(_rendered, name, examples, at) for name in names]
+        futures = [pool.submit(_rendered, name, examples, at, reproducers) for name in names]
         yield from (future.result() for future in futures)
 
 
@@ -232,7 +319,16 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m mil_passes.testing.fuzz", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--pass", dest="passes", action="append", metavar="NAME",
-                        help="a pass (webnn::NAME, NAME, or 'pipeline'); repeat for more; default: all")
+                        help="a pass (webnn::NAME, NAME, 'pipeline', or any registered pass such as "
+                             "common::const_elimination); repeat for more; default: all of the package's")
+    parser.add_argument("--pipeline", dest="pipelines", action="append", metavar="NAME",
+                        help="a whole pipeline as one target (default, cleanup, ..., or P1,P2,...); repeatable")
+    parser.add_argument("--each-pass-of", dest="each_pass_of", action="append", metavar="NAME",
+                        help="every distinct pass of this pipeline, each a target (e.g. default)")
+    parser.add_argument("--minimize", action="store_true",
+                        help="shrink each failing program further and write it as a standalone script")
+    parser.add_argument("--reproducers", default="reproducers", metavar="DIR",
+                        help="where --minimize writes the scripts (default: reproducers/)")
     parser.add_argument("--examples", type=int, default=100, metavar="N",
                         help="programs per pass (default 100)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the draws (default 0)")
@@ -242,12 +338,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     try:
-        targets = select_targets(args.passes)
+        targets = select_targets(args.passes, args.pipelines, args.each_pass_of)
     except ValueError as error:
         parser.error(str(error))
     warnings.simplefilter("ignore", RuntimeWarning)  # overflow and NaN in folded values are expected
     failed = False
-    for text, target_failed in _results(list(targets), args.examples, args.seed, args.jobs):
+    reproducers = args.reproducers if args.minimize else None
+    for text, target_failed in _results(list(targets), args.examples, args.seed, args.jobs, reproducers):
         print(text, end="", flush=True)
         failed |= target_failed
     return 1 if failed else 0

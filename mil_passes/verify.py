@@ -1,0 +1,443 @@
+"""Run a pass pipeline one pass at a time on a program and name the pass that changes its outputs.
+
+The program's outputs are computed by the reference interpreter on random feeds, once before any
+pass and again after each pass of the pipeline, on a working copy. Each pass gets a
+:class:`PassRow`: its time, the non-const op count before and after, and per output the dtype,
+shape and largest change against the original. The first pass that changes an output beyond the
+program's precision, raises, or leaves a program that fails ``validate()`` is the *culprit*; the
+run stops there.
+
+Statuses, worst last: ``same`` (bit for bit), ``unchecked`` (the interpreter has no kernel for an
+op the pass made; the next pass is compared again), ``precision`` (float outputs differ within
+the tolerance of the program's precision: fp16 when the program computes anything in fp16, as
+after ``common::add_fp16_cast``, else fp32), and the culprits ``changed`` (a dtype, shape, int or
+bool value, or a float value beyond the tolerance), ``raised`` and ``invalid``.
+
+Inputs and outputs are matched by position: ``common::sanitize_input_output_names`` may rename them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+from coremltools.converters.mil.mil import Program, types
+from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
+from .ir import iter_ops, op_counts
+from .reference import UnsupportedOpError, evaluate
+from .reference.feeds import random_inputs
+
+__all__ = [
+    "OutputChange", "PassRow", "Verification", "UnknownPipeline", "VerifyError", "PIPELINES",
+    "resolve_pipeline", "verify_program", "verify_package", "compare_outputs",
+]
+
+#: (rtol, atol) per precision: a float output is within precision when its largest change is at
+#: most ``atol`` or at most ``rtol`` times its largest magnitude before.
+TOLERANCE: dict[str, tuple[float, float]] = {"fp32": (1e-4, 1e-5), "fp16": (1e-2, 1e-2)}
+CULPRIT_STATUSES = ("changed", "raised", "invalid")
+STATUS_ORDER = ("same", "unchecked", "precision", "changed", "invalid", "raised")
+
+
+class VerifyError(ValueError):
+    """Input ``verify`` cannot work with (one line: what and why)."""
+
+
+class UnknownPipeline(VerifyError):
+    """A pipeline or pass name that coremltools does not know."""
+
+
+def _mil_passes_pipeline() -> PassPipeline:
+    from .pipeline import pipeline
+
+    return pipeline()
+
+
+#: Named pipelines: coremltools' ``PassPipeline`` class properties, and DEFAULT with this package's
+#: passes. coremltools 9.0 has no "fast" pipeline (``PassPipeline.list_available_pipelines()``).
+PIPELINES: dict[str, Callable[[], PassPipeline]] = {
+    "default": lambda: PassPipeline.DEFAULT,
+    "empty": lambda: PassPipeline.EMPTY,
+    "cleanup": lambda: PassPipeline.CLEANUP,
+    "default_palettization": lambda: PassPipeline.DEFAULT_PALETTIZATION,
+    "default_pruning": lambda: PassPipeline.DEFAULT_PRUNING,
+    "mil_passes": _mil_passes_pipeline,
+}
+
+
+def resolve_pipeline(pipeline: str | PassPipeline | Sequence[str]) -> PassPipeline:
+    """A PassPipeline for ``pipeline``: one, a name of :data:`PIPELINES` (any case), or registered
+    passes (a list or ``"P1,P2"``; a name without ``::`` is one of this package's ``webnn::``)."""
+    if isinstance(pipeline, PassPipeline):
+        return pipeline
+    if isinstance(pipeline, str):
+        key = pipeline.strip().lower()
+        if key in PIPELINES:
+            return PIPELINES[key]()
+        if "," not in pipeline and "::" not in pipeline:
+            raise UnknownPipeline(
+                f"unknown pipeline '{pipeline}': coremltools {_ct_version()} has "
+                f"{', '.join(PIPELINES)}; or name passes as P1,P2,..."
+            )
+        pipeline = [name.strip() for name in pipeline.split(",") if name.strip()]
+    names = [name if "::" in name else f"webnn::{name}" for name in pipeline]
+    for given, name in zip(pipeline, names):
+        if name not in PASS_REGISTRY.passes:
+            raise UnknownPipeline(f"unknown pass '{given}' (not in coremltools' pass registry)")
+    if not names:
+        raise UnknownPipeline("no passes named")
+    return PassPipeline(pass_names=names, pipeline_name="custom")
+
+
+def _ct_version() -> str:
+    import coremltools
+
+    return coremltools.__version__
+
+
+@dataclass
+class OutputChange:
+    """One output after a pass against the original: dtypes, shapes (first feed), largest change.
+
+    ``max_abs`` is the largest ``|after - before|`` over the feeds (NaN against NaN and equal
+    infinities count 0; NaN against a number counts ``inf``); ``max_rel`` is ``max_abs`` over the
+    output's largest finite magnitude before. Both are None when the shapes differ.
+    """
+
+    name: str
+    dtype_before: str
+    dtype_after: str
+    shape_before: list[int]
+    shape_after: list[int]
+    max_abs: float | None
+    max_rel: float | None
+    status: str
+
+    def describe(self) -> str:
+        """``name fp32[2] abs 0 rel 0`` or ``name fp32[2] -> int32[2] abs 0.5 rel 0.048``."""
+        before = f"{self.dtype_before}{self.shape_before}"
+        after = f"{self.dtype_after}{self.shape_after}"
+        kind = before if before == after else f"{before} -> {after}"
+        numbers = "" if self.max_abs is None else f" abs {self.max_abs:.3g} rel {self.max_rel:.3g}"
+        return f"{self.name} {kind}{numbers}"
+
+    def reason(self) -> str:
+        """Why this output is a change, in a few words."""
+        if self.dtype_after != self.dtype_before:
+            return f"output '{self.name}' became {self.dtype_after} (was {self.dtype_before})"
+        if self.shape_after != self.shape_before:
+            return f"output '{self.name}' became shape {self.shape_after} (was {self.shape_before})"
+        return f"output '{self.name}' changed by up to {self.max_abs:.3g} (rel {self.max_rel:.3g})"
+
+
+@dataclass
+class PassRow:
+    """What one pass of the pipeline did (``index`` counts from 1 in pipeline order)."""
+
+    index: int
+    name: str
+    seconds: float
+    ops_before: int
+    ops_after: int
+    status: str
+    outputs: dict[str, OutputChange] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def is_culprit(self) -> bool:
+        return self.status in CULPRIT_STATUSES
+
+    def reason(self) -> str:
+        """The error, or the first output that changed."""
+        if self.error is not None:
+            return self.error
+        changed = [o for o in self.outputs.values() if o.status == "changed"]
+        return changed[0].reason() if changed else self.status
+
+
+@dataclass
+class Verification:
+    """A verify run: the pipeline, how many feeds, a row per pass that ran (stops at the culprit)."""
+
+    pipeline: str
+    pass_names: list[str]
+    feeds: int
+    seed: int
+    rows: list[PassRow]
+    input: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def culprit(self) -> PassRow | None:
+        return next((row for row in self.rows if row.is_culprit), None)
+
+
+def verify_program(
+    prog: Program | Callable[[], Program],
+    pipeline: str | PassPipeline | Sequence[str] = "default",
+    *,
+    feeds: int | Sequence[Mapping[str, Any]] = 3,
+    seed: int = 0,
+    on_row: Callable[[PassRow], None] | None = None,
+) -> Verification:
+    """Run ``pipeline`` pass by pass on a copy of ``prog`` and compare its outputs after each pass.
+
+    ``prog``: a Program (left as it is; the passes run on :func:`~mil_passes.package.io.copy_program`
+    of it) or a callable making a fresh Program (called once; the passes run on what it returns). ``feeds``: how
+    many random feeds (:func:`~mil_passes.reference.feeds.random_inputs` with seeds ``seed``,
+    ``seed + 1``, …) or the feeds themselves. ``on_row`` gets each row as it is made. Raises
+    :class:`VerifyError` when the pipeline is unknown or the interpreter cannot run ``prog``.
+    """
+    start = time.perf_counter()
+    resolved = resolve_pipeline(pipeline)
+    original = prog() if callable(prog) else prog
+    if "main" not in original.functions:
+        raise VerifyError(f"the program has no function 'main' (it has: {', '.join(original.functions)})")
+    feed_list = _feed_list(original, feeds, seed)
+    want = [_evaluate_original(original, f) for f in feed_list]
+    run = _Run(resolved, original, feed_list, want)  # all it needs of the original, read now
+    work = original if callable(prog) else _copy(original)
+    rows: list[PassRow] = []
+    for index, name in enumerate(resolved.passes, 1):
+        row = run.step(work, index, name)
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+        if row.is_culprit:
+            break
+    return Verification(
+        _label(pipeline, resolved), list(resolved.passes), len(feed_list), seed, rows,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _label(pipeline, resolved: PassPipeline) -> str:
+    """How the pipeline was named: its name, ``P1,P2`` for passes, or the PassPipeline's name."""
+    if isinstance(pipeline, str):
+        return pipeline
+    return str(resolved) if isinstance(pipeline, PassPipeline) else ",".join(resolved.passes)
+
+
+def verify_package(
+    path: str | Path,
+    pipeline: str | PassPipeline | Sequence[str] = "default",
+    *,
+    feeds: int | Sequence[Mapping[str, Any]] = 3,
+    seed: int = 0,
+    on_row: Callable[[PassRow], None] | None = None,
+) -> Verification:
+    """:func:`verify_program` on the program saved at ``path`` (read once: its outputs are computed,
+    then the passes run on it). A package converted with ``PassPipeline.EMPTY`` holds the program before any
+    pass of the main pipeline. Raises :class:`~mil_passes.package.files.PackageError` for a bad
+    package."""
+    from .package.io import read
+
+    resolve_pipeline(pipeline)  # an unknown name fails before the package is read
+    verification = verify_program(lambda: read(path).program, pipeline, feeds=feeds, seed=seed, on_row=on_row)
+    verification.input = str(path)
+    return verification
+
+
+def _copy(prog: Program) -> Program:
+    from .package.io import copy_program
+
+    return copy_program(prog)
+
+
+def _feed_list(prog: Program, feeds, seed: int) -> list[dict[str, np.ndarray]]:
+    if isinstance(feeds, int):
+        if feeds < 1:
+            raise VerifyError(f"feeds must be at least 1, got {feeds}")
+        return [random_inputs(prog, seed=seed + i) for i in range(feeds)]
+    return [dict(f) for f in feeds]
+
+
+def _evaluate_original(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+    try:
+        with np.errstate(all="ignore"):
+            return [np.asarray(v) for v in evaluate(prog, feeds).values()]
+    except UnsupportedOpError as error:
+        raise VerifyError(f"the reference interpreter cannot run the program: {error}") from None
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    text = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
+def _ops(prog: Program) -> int:
+    return sum(op_counts(prog).values())
+
+
+def _precision(prog: Program) -> str:
+    """``fp16`` when any op of ``prog`` computes an fp16 value, else ``fp32``."""
+    for op in iter_ops(prog):
+        if op.op_type == "const":
+            continue
+        for var in op.outputs:
+            if var.sym_type is not None and (types.is_tensor(var.sym_type) or types.is_scalar(var.sym_type)):
+                if var.dtype == types.fp16:
+                    return "fp16"
+    return "fp32"
+
+
+class _Run:
+    """The state of one verify run: the pipeline, the original's interface, feeds and outputs."""
+
+    def __init__(self, pipeline: PassPipeline, original: Program, feeds: list[dict], want: list[list]):
+        func = original.functions["main"]
+        self.pipeline = pipeline
+        self.input_names = list(func.inputs)
+        self.output_names = [var.name for var in func.outputs]
+        self.feeds = feeds
+        self.want = want
+        self.base_precision = _precision(original)
+
+    def step(self, work: Program, index: int, name: str) -> PassRow:
+        ops_before = _ops(work)
+        graph_pass = PASS_REGISTRY[name]
+        graph_pass.set_options(self.pipeline.get_options(name))
+        start = time.perf_counter()
+        try:
+            graph_pass(work)
+        except Exception as error:  # noqa: BLE001 - any exception of a pass is what is reported
+            return PassRow(index, name, time.perf_counter() - start, ops_before, ops_before, "raised",
+                           error=_one_line(error))
+        seconds = time.perf_counter() - start
+        row = PassRow(index, name, seconds, ops_before, _ops(work), "same")
+        try:
+            work.validate()
+        except Exception as error:  # noqa: BLE001
+            row.status, row.error = "invalid", f"validate() failed: {_one_line(error)}"
+            return row
+        self._compare(work, row)
+        return row
+
+    def _compare(self, work: Program, row: PassRow) -> None:
+        func = work.functions["main"]
+        names = list(func.inputs)
+        if len(names) != len(self.input_names) or len(func.outputs) != len(self.output_names):
+            row.status = "changed"
+            row.error = (f"the interface changed: inputs {self.input_names} -> {names}, outputs "
+                         f"{self.output_names} -> {[v.name for v in func.outputs]}")
+            return
+        got = []
+        try:
+            with np.errstate(all="ignore"):
+                for feeds in self.feeds:
+                    renamed = {new: feeds[old] for old, new in zip(self.input_names, names)}
+                    got.append([np.asarray(v) for v in evaluate(work, renamed).values()])
+        except UnsupportedOpError as error:
+            row.status, row.error = "unchecked", str(error)
+            return
+        except Exception as error:  # noqa: BLE001 - a program the interpreter rejects is broken
+            row.status, row.error = "invalid", f"the interpreter cannot run the program: {_one_line(error)}"
+            return
+        precision = "fp16" if "fp16" in (self.base_precision, _precision(work)) else "fp32"
+        row.outputs = compare_outputs(self.output_names, self.want, got, precision)
+        row.status = max((o.status for o in row.outputs.values()), key=STATUS_ORDER.index, default="same")
+
+
+def compare_outputs(
+    names: Sequence[str], want: Sequence[Sequence[np.ndarray]], got: Sequence[Sequence[np.ndarray]],
+    precision: str = "fp32",
+) -> dict[str, OutputChange]:
+    """Per output (by position; one list per feed): dtypes, shapes, largest change and status
+    (``same``, ``precision`` within :data:`TOLERANCE` of ``precision``, or ``changed``)."""
+    rtol, atol = TOLERANCE[precision]
+    result = {}
+    for position, name in enumerate(names):
+        before = [outputs[position] for outputs in want]
+        after = [outputs[position] for outputs in got]
+        change = OutputChange(
+            name, _dtype_name(before[0]), _dtype_name(after[0]),
+            list(before[0].shape), list(after[0].shape), None, None, "same",
+        )
+        if any(b.shape != a.shape for b, a in zip(before, after)):
+            change.status = "changed"
+            result[name] = change
+            continue
+        max_abs = max(_max_abs(b, a) for b, a in zip(before, after))
+        scale = max(_scale(b) for b in before)
+        change.max_abs = max_abs
+        change.max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
+        exact = all(_identical(b, a) for b, a in zip(before, after))
+        if change.dtype_before != change.dtype_after:
+            change.status = "changed"
+        elif exact:
+            change.status = "same"
+        elif before[0].dtype.kind == "f" and (max_abs <= atol or change.max_rel <= rtol):
+            change.status = "precision"
+        else:
+            change.status = "changed"
+        result[name] = change
+    return result
+
+
+def _dtype_name(array: np.ndarray) -> str:
+    try:
+        return types.builtin_to_string(types.numpy_type_to_builtin_type(array.dtype))
+    except Exception:  # noqa: BLE001 - a dtype MIL has no name for
+        return str(array.dtype)
+
+
+def _as_float(array: np.ndarray) -> np.ndarray:
+    return np.asarray(array).astype(np.float64) if array.dtype != object else np.zeros(array.shape)
+
+
+def _max_abs(before: np.ndarray, after: np.ndarray) -> float:
+    if before.size == 0:
+        return 0.0
+    b, a = _as_float(before), _as_float(after)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(a - b)
+    same = (np.isnan(a) & np.isnan(b)) | (a == b)
+    diff = np.where(same, 0.0, np.nan_to_num(diff, nan=np.inf))
+    return float(diff.max())
+
+
+def _scale(before: np.ndarray) -> float:
+    b = _as_float(before)
+    finite = np.abs(b[np.isfinite(b)])
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _identical(before: np.ndarray, after: np.ndarray) -> bool:
+    if before.dtype != after.dtype or before.shape != after.shape:
+        return False
+    if before.dtype.kind != "f":
+        return bool(np.array_equal(before, after))
+    as_bytes = lambda a: np.ascontiguousarray(a).reshape(-1).view(np.uint8)  # noqa: E731
+    return bool(np.array_equal(as_bytes(before), as_bytes(after))) or bool(
+        np.array_equal(before, after, equal_nan=True)
+        and np.array_equal(np.signbit(before), np.signbit(after))
+    )
+
+
+def format_row(row: PassRow, width: int = 46) -> str:
+    """One line: index, pass (padded to ``width``), ops before -> after, seconds, status, then the
+    outputs (or the error)."""
+    ops = f"{row.ops_before} -> {row.ops_after}"
+    detail = row.error if row.error is not None else "; ".join(o.describe() for o in row.outputs.values())
+    return f"{row.index:4d}  {row.name:{width}s} {ops:>14s} {row.seconds:8.3f}s  {row.status:9s}  {detail}"
+
+
+def format_summary(verification: Verification) -> str:
+    """The last line: the culprit and why, or how many passes kept the outputs."""
+    total = len(verification.pass_names)
+    culprit = verification.culprit
+    if culprit is not None:
+        left = total - culprit.index
+        rest = f"; {left} later pass{'es' if left != 1 else ''} not run" if left else ""
+        reason = culprit.reason().rstrip(".")
+        return f"culprit: {culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {reason}{rest}"
+    counts = {status: sum(row.status == status for row in verification.rows) for status in STATUS_ORDER}
+    parts = [f"{counts[s]} {s}" for s in ("same", "precision", "unchecked") if counts[s]]
+    return (f"no pass changed the outputs: {total} pass{'' if total == 1 else 'es'} ({', '.join(parts) or 'none run'}), "
+            f"{verification.seconds:.2f} s")
