@@ -16,11 +16,11 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,torch]'
+	$(BIN)/pip install -q -e '.[test,torch,models]'
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,torch,bench]'
+	$(BIN)/pip install -q -e '.[test,torch,models,bench]'
 	touch $@
 
 demo: $(VENV)/.installed-base
@@ -34,6 +34,7 @@ fuzz: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/cli_startup.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
