@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import types
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -91,59 +91,62 @@ def vit_tiny():
 _TINY_TEXT = dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 
 
-class _TensorsOnly:
-    """Wrap a transformers model so ``forward`` takes tensors and returns a tuple of tensors."""
+def _transformers():
+    """``transformers``, imported after torchvision (which it imports when installed) is loadable."""
+    import importlib.util
 
-    @staticmethod
-    def wrap(model, keys: tuple[str, ...]):
-        import torch
+    if importlib.util.find_spec("torchvision") is not None:
+        torchvision_models()
+    import transformers
 
-        class Wrapped(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.model = model
+    return transformers
 
-            def forward(self, *tensors):
-                outputs = self.model(**dict(zip(keys, tensors)), use_cache=False, return_dict=False)
-                return outputs[0]
 
-        return Wrapped()
+def _tensors_only(model, keys: tuple[str, ...]):
+    """``model`` as a module taking tensors (as ``keys``) and returning its first output, no cache."""
+    import torch
+
+    class TensorsOnly(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors):
+            return self.model(**dict(zip(keys, tensors)), use_cache=False, return_dict=False)[0]
+
+    return TensorsOnly()
 
 
 def gpt2():
-    import transformers
-
+    transformers = _transformers()
     config = transformers.GPT2Config(vocab_size=96, n_positions=64, n_embd=32, n_layer=2, n_head=2)
-    return _TensorsOnly.wrap(transformers.GPT2LMHeadModel(config), ("input_ids",))
+    return _tensors_only(transformers.GPT2LMHeadModel(config), ("input_ids",))
 
 
 def bert():
-    import transformers
-
+    transformers = _transformers()
     config = transformers.BertConfig(max_position_embeddings=64, **_TINY_TEXT)
-    return _TensorsOnly.wrap(transformers.BertModel(config, add_pooling_layer=False), ("input_ids", "attention_mask"))
+    return _tensors_only(transformers.BertModel(config, add_pooling_layer=False), ("input_ids", "attention_mask"))
 
 
 def t5():
-    import transformers
-
+    transformers = _transformers()
     config = transformers.T5Config(
         vocab_size=96, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=2,
         decoder_start_token_id=0,
     )
-    return _TensorsOnly.wrap(transformers.T5Model(config), ("input_ids", "decoder_input_ids"))
+    return _tensors_only(transformers.T5Model(config), ("input_ids", "decoder_input_ids"))
 
 
 def whisper():
-    import transformers
-
+    transformers = _transformers()
     config = transformers.WhisperConfig(
         vocab_size=96, num_mel_bins=8, d_model=32, encoder_layers=2, decoder_layers=2,
         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
         max_source_positions=16, max_target_positions=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
         decoder_start_token_id=1,
     )
-    return _TensorsOnly.wrap(transformers.WhisperModel(config), ("input_features", "decoder_input_ids"))
+    return _tensors_only(transformers.WhisperModel(config), ("input_features", "decoder_input_ids"))
 
 
 # --- torch.nn ------------------------------------------------------------------------------------
@@ -274,11 +277,15 @@ BY_NAME = {model.name: model for model in MODELS}
 
 
 def trace(module, inputs: Inputs):
-    """``torch.jit.trace`` of ``module`` on ``inputs`` (in their order)."""
+    """``torch.jit.trace`` of ``module`` on ``inputs`` (in their order).
+
+    Traced with autograd on, as coremltools' guide does: under ``torch.no_grad()``,
+    ``nn.MultiheadAttention`` (the ViT's) takes its fast path, ``_native_multi_head_attention``, which
+    coremltools 9.0 cannot convert.
+    """
     import torch
 
-    with torch.no_grad():
-        return torch.jit.trace(module, tuple(torch.from_numpy(x) for x in inputs.values()), check_trace=False)
+    return torch.jit.trace(module, tuple(torch.from_numpy(x) for x in inputs.values()), check_trace=False)
 
 
 def convert(model: RealModel, traced, inputs: Inputs, *, fp16: bool = False, pass_pipeline=None):
@@ -318,3 +325,93 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
         return 0.0
     scale = max(float(np.max(np.abs(want))), 1e-30)
     return float(np.max(np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64)))) / scale
+
+
+# --- checking a conversion -----------------------------------------------------------------------
+
+PIPELINES = ("DEFAULT", "pipeline")
+TOLERANCE = {False: 1e-5, True: 1e-2}  # relative error allowed vs torch: fp32, fp16
+
+
+def pass_pipeline(name: str):
+    """coremltools' DEFAULT, or ``mil_passes.pipeline()`` (DEFAULT with the package's passes)."""
+    import coremltools as ct
+
+    import mil_passes
+
+    return {"DEFAULT": ct.PassPipeline.DEFAULT, "pipeline": mil_passes.pipeline()}[name]
+
+
+@dataclass
+class Prepared:
+    """A model built and traced once, with torch's outputs on every trial's inputs."""
+
+    model: RealModel
+    module: Any
+    inputs: Inputs
+    traced: Any
+    trials: list[tuple[Inputs, list[np.ndarray]]]
+
+
+def trial_inputs(model: RealModel, inputs: Inputs) -> list[Inputs]:
+    """The example inputs and, for flexible axes, the same at the smallest size and at 2x + 2."""
+    trials = [inputs]
+    for size in ("lower", "larger"):
+        if not model.flexible:
+            break
+        trial = dict(inputs)
+        for name, axes in model.flexible.items():
+            shape = list(inputs[name].shape)
+            for axis, (lower, upper) in axes.items():
+                shape[axis] = lower if size == "lower" else min(upper, 2 * shape[axis] + 2)
+            trial[name] = np.resize(inputs[name], shape).astype(inputs[name].dtype)
+        trials.append(trial)
+    return trials
+
+
+def prepare(model: RealModel, seed: int = 0) -> Prepared:
+    module = model.instantiate(seed)
+    inputs = model.example_inputs(np.random.default_rng(seed))
+    trials = [(trial, torch_outputs(module, trial)) for trial in trial_inputs(model, inputs)]
+    return Prepared(model, module, inputs, trace(module, inputs), trials)
+
+
+def max_error(mlmodel, trials: Sequence[tuple[Inputs, list[np.ndarray]]]) -> float:
+    """The largest relative error of any output on any trial (reference interpreter vs torch)."""
+    from ..reference import predict
+
+    worst = 0.0
+    for inputs, wanted in trials:
+        got = list(predict(mlmodel, inputs).values())
+        if [g.shape for g in got] != [w.shape for w in wanted]:
+            raise AssertionError(f"shapes {[g.shape for g in got]}, torch gives {[w.shape for w in wanted]}")
+        worst = max([worst] + [relative_error(g, w) for g, w in zip(got, wanted)])
+    return worst
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """The command on a saved model: exit statuses of ``optimize`` and of ``lint`` of its output,
+    and the reloaded output's largest relative error vs torch."""
+
+    optimize_status: int
+    lint_status: int
+    error: float
+
+
+def round_trip(mlmodel, folder: str, trials: Sequence[tuple[Inputs, list[np.ndarray]]]) -> RoundTrip:
+    """Save ``mlmodel`` under ``folder``, ``mil-passes optimize`` it, ``lint`` the result, predict it."""
+    import contextlib
+    import io
+    import os
+
+    import coremltools as ct
+
+    from ..cli import main
+
+    source, fixed = os.path.join(folder, "model.mlpackage"), os.path.join(folder, "fixed.mlpackage")
+    mlmodel.save(source)
+    with contextlib.redirect_stdout(io.StringIO()):
+        optimized = main(["optimize", source, "-o", fixed, "--quiet"])
+        linted = main(["lint", fixed])
+    return RoundTrip(optimized, linted, max_error(ct.models.MLModel(fixed, skip_model_load=True), trials))

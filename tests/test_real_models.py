@@ -1,0 +1,92 @@
+"""Real architectures (tiny configs, random weights) through coremltools and the package.
+
+Each model is converted under DEFAULT and ``mil_passes.pipeline()``, at FLOAT32 and FLOAT16
+(iOS17), predicted by the reference interpreter and compared with torch; its fp32 lint findings
+are checked, and it goes through the command (save, ``optimize``, ``lint``, predict the result).
+"""
+
+import functools
+import importlib.util
+
+import pytest
+
+MISSING = [name for name in ("torch", "torchvision", "transformers") if importlib.util.find_spec(name) is None]
+if MISSING:
+    pytest.skip(f"needs the models extra (pip install -e '.[models]'): no {', '.join(MISSING)}", allow_module_level=True)
+
+from mil_passes.lint import lint  # noqa: E402
+from mil_passes.testing.real_models import (  # noqa: E402
+    BY_NAME,
+    MODELS,
+    PIPELINES,
+    TOLERANCE,
+    convert,
+    max_error,
+    pass_pipeline,
+    prepare,
+    round_trip,
+)
+
+NAMES = [model.name for model in MODELS]
+REFUSED_WINDOW = "ane-refused-slice-of-concat"
+
+
+@functools.lru_cache(maxsize=None)
+def prepared(name: str):
+    return prepare(BY_NAME[name])
+
+
+@functools.lru_cache(maxsize=None)
+def fp32_conversion(name: str, pipeline: str):
+    """The FLOAT32 conversion, kept for the lint and command tests (fp16 ones are not kept)."""
+    ready = prepared(name)
+    return convert(ready.model, ready.traced, ready.inputs, pass_pipeline=pass_pipeline(pipeline))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("pipeline", PIPELINES)
+@pytest.mark.parametrize("name", NAMES)
+def test_converts_and_agrees_with_torch(name, pipeline, precision):
+    ready = prepared(name)
+    fp16 = precision == "fp16"
+    if fp16:
+        mlmodel = convert(ready.model, ready.traced, ready.inputs, fp16=True, pass_pipeline=pass_pipeline(pipeline))
+    else:
+        mlmodel = fp32_conversion(name, pipeline)
+    assert max_error(mlmodel, ready.trials) <= TOLERANCE[fp16]
+
+
+# BERT's attention mask is `select(cast(mask, bool), …)` under DEFAULT: a `non-bool-condition` warning
+# today; the lead is making that rule (and `runtime-shape`) info on main, after which this passes.
+NON_BOOL_MASK = pytest.mark.xfail(
+    strict=False, reason="non-bool-condition is a warning until the lead's lint change makes it info"
+)
+LINT_CASES = [
+    pytest.param(name, pipeline, marks=NON_BOOL_MASK if (name, pipeline) == ("bert", "DEFAULT") else ())
+    for name in NAMES
+    for pipeline in PIPELINES
+]
+
+
+@pytest.mark.parametrize("name, pipeline", LINT_CASES)
+def test_lint_on_fp32_models_finds_only_the_streaming_windows(name, pipeline):
+    findings = lint(fp32_conversion(name, pipeline)._mil_program)
+    loud = [f for f in findings if f.severity in ("warning", "error")]
+    expected = BY_NAME[name].streaming_windows if pipeline == "DEFAULT" else 0
+    assert [f.rule for f in loud] == [REFUSED_WINDOW] * expected, [str(f) for f in loud]
+    assert all(f.severity == "error" for f in loud)
+
+
+def test_streaming_windows_stay_errors_until_the_pipeline_rewrites_them():
+    for name in ("streaming_k40", "streaming_k72"):
+        before = [f for f in lint(fp32_conversion(name, "DEFAULT")._mil_program) if f.rule == REFUSED_WINDOW]
+        after = [f for f in lint(fp32_conversion(name, "pipeline")._mil_program) if f.rule == REFUSED_WINDOW]
+        assert [f.severity for f in before] == ["error"] * BY_NAME[name].streaming_windows
+        assert after == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_command_round_trip(name, tmp_path):
+    trip = round_trip(fp32_conversion(name, "DEFAULT"), str(tmp_path), prepared(name).trials)
+    assert (trip.optimize_status, trip.lint_status) == (0, 0)
+    assert trip.error <= TOLERANCE[False]
