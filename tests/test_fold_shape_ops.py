@@ -352,6 +352,10 @@ RESHAPES = {
     "identities": ((B, S, 32), lambda d: mb.concat(values=(
         mb.add(x=dims_of(d, 0), y=0), mb.mul(x=dims_of(d, 1), y=1), [2, 16]), axis=0), [[0, 0, 2, 16]],
                    {"expand_dims": 1}),
+    # torch's frontend joins one scalar per dim: concat((B, S, 2, 16)) of rank-0 values
+    "scalars_joined": ((B, S, 32), lambda d: mb.concat(values=(
+        mb.gather(x=d, indices=0, axis=0), mb.gather(x=d, indices=1, axis=0), np.int32(2), np.int32(16)), axis=0),
+                       [[0, 0, 2, 16]], {"expand_dims": 1}),
     # a dim reaching the target through cast to fp32 and back
     "cast_round_trip": ((B, S, 32), lambda d: mb.concat(values=(
         mb.cast(x=mb.cast(x=dims_of(d, 0, 1), dtype="fp32"), dtype="int32"), [32, 1]), axis=0),
@@ -469,7 +473,8 @@ def test_reshape_without_a_shape_computed_target_is_not_a_candidate(case):
 REFUSED_RESHAPES = {
     "run-time dims reversed": ((B, S, T), lambda x, n: mb.reshape(
         x=x, shape=dims_of(mb.shape(x=x), 2, 1, 0), name="out"),
-                               "target [T, S, B] of x [B, S, T] needs more than one -1"),
+                               "target [T, S, B] of x [B, S, T]: S, B are run-time sizes a const target can neither copy from x "
+                               "in place (0) nor infer (-1 stands for one size only)"),
 }
 
 
@@ -549,7 +554,8 @@ def test_surviving_shape_op_names_the_refused_reshape():
         return mb.reshape(x=x, shape=dims_of(mb.shape(x=x, name="dims"), 2, 1, 0), name="out")
 
     assert run(prog)["dims"] == (
-        "dims B, S, T of 'x' are run-time; reshape 'out': target [T, S, B] of x [B, S, T] needs more than one -1"
+        "dims B, S, T of 'x' are run-time; reshape 'out': target [T, S, B] of x [B, S, T]: S, B are run-time sizes "
+        "a const target can neither copy from x in place (0) nor infer (-1 stands for one size only)"
     )
 
 

@@ -90,3 +90,13 @@ def test_command_round_trip(name, tmp_path):
     trip = round_trip(fp32_conversion(name, "DEFAULT"), str(tmp_path), prepared(name).trials)
     assert (trip.optimize_status, trip.lint_status) == (0, 0)
     assert trip.error <= TOLERANCE[False]
+
+
+def test_gpt2_with_a_flexible_sequence_keeps_12_of_17_shape_ops():
+    """Folded: every reshape whose run-time dims x has (torch's scalar dims joined by concat).
+    Kept: targets x holds only as a product (Conv1D's flatten-matmul-unflatten), slice ends and
+    range/fill/tile sizes that are the run-time sequence length."""
+    from mil_passes.ir import op_counts
+
+    counts = [op_counts(fp32_conversion("gpt2_flexible", p)._mil_program).get("shape", 0) for p in PIPELINES]
+    assert counts == [17, 12]

@@ -22,17 +22,23 @@ Result::
 3. A ``reshape`` whose target is computed from ``shape`` ops gets a const target of static sizes,
    at most one ``-1``, and, when one ``-1`` is not enough, ``0`` for each run-time dim it shares
    with x (same symbol; the most such dims in the same order). ``0`` copies the same index before
-   iOS17 and is matched from the right from iOS17 on (FIELD_NOTES §2); the two agree when target
+   iOS17 and is matched from the right from iOS17 on (coremltools' iOS17 ``reshape`` docstring); the two agree when target
    and x have the same length and the shared dims the same positions, so size-1 axes are added to
    get there (``expand_dims`` on x, ``squeeze`` after). A reshape with zeros never reads another
    reshape's output directly (one more size-1 axis): coremltools' ``merge_consecutive_reshapes``
    turns ``reshape(reshape(a, s), t)`` into ``reshape(a, t)``, reading t's zeros against ``a``.
    The shape chain that fed the target is left dead and removed.
 4. Everything else stays; each surviving op's reason (for a ``shape`` op: which ops still read
-   its run-time dims) is in debug logging.
+   its run-time dims) is in debug logging. What no const can express: a target of run-time sizes
+   that x holds only as their product (``reshape(matmul(reshape(a, [-1, K]), W), shape(a)[:-1] + [N])``,
+   how transformers' GPT-2 ``Conv1D`` reads: coremltools gives the product new symbols), a slice
+   end or ``range_1d``/``fill``/``tile`` size that is a run-time dim. ``reshape_like`` would name the
+   dims by reference, but coremltools 9.0 refuses it with run-time dims ("Output shape of a
+   reshape_like op ... must not be symbolic"), and moving the ``matmul`` past the reshape changes
+   its accumulation order, so its last bits.
 
 Types: coremltools 9.0 types ``reshape(x[B, S, 32, 1], [0, 0, 4, 8])`` as ``[0, 0, 4, 8]``, and
-``ct.convert`` saves that (FIELD_NOTES §2). Each reshape made here gets its true type (the
+``ct.convert`` saves that (``test_coremltools_types_a_zero_target_with_literal_zeros``). Each reshape made here gets its true type (the
 replaced reshape's, where that one is not wrong) from a type inference set on the op instance:
 coremltools' own, with the zeros resolved against x by the op's opset rule. It runs when the op
 is made and whenever a later pass infers types again (``reduce_transposes`` re-infers every op of
@@ -112,7 +118,12 @@ def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal:
             x_slots, t_slots = x_slots + [None], t_slots + [None]  # see the module docstring
     plan = _plan(op, x_slots, t_slots, dims, zeros)
     if plan.target.count(-1) > 1:
-        return Refusal(op, f"target {_show(dims)} of x {_show(x_dims)} needs more than one -1")
+        inferred = [wanted[s] for t, s in zip(plan.target, t_slots) if t == -1 and s is not None]
+        return Refusal(
+            op,
+            f"target {_show(wanted)} of x {_show(x_dims)}: {_show(inferred)[1:-1]} are run-time sizes a const "
+            "target can neither copy from x in place (0) nor infer (-1 stands for one size only)",
+        )
     return plan
 
 
