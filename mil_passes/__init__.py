@@ -46,4 +46,4 @@ class _Package(_types.ModuleType):
 
 
 _sys.modules[__name__].__class__ = _Package
-when_imported("coremltools", lambda: _importlib.import_module(".passes", __name__))
+when_imported("coremltools", __name__, lambda: _importlib.import_module(".passes", __name__))

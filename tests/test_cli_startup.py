@@ -85,6 +85,23 @@ def test_importing_the_package_imports_no_coremltools_and_registers_once_it_is()
     assert report["names"] == [name for name, _ in PASSES]
 
 
+@pytest.mark.parametrize("module", ["mil_passes.ir", "mil_passes.testing", "mil_passes.reference", "mil_passes.lint"])
+def test_a_submodule_that_imports_coremltools_first_still_registers_the_passes(module):
+    # The module is half-initialized when coremltools finishes; the passes import it, so they
+    # register once it is done.
+    report = run_python(
+        f"""
+        import json, sys
+        import {module}
+        from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+        print(json.dumps({{"registered": "webnn::fold_shape_ops" in PASS_REGISTRY,
+                          "finders": [type(f).__name__ for f in sys.meta_path]}}))
+        """
+    )
+    assert report["registered"] is True
+    assert "_WhenSettled" not in report["finders"]
+
+
 def test_pipeline_stays_the_function_when_its_module_is_imported_first():
     report = run_python(
         """
