@@ -42,7 +42,12 @@ Types: coremltools 9.0 types ``reshape(x[B, S, 32, 1], [0, 0, 4, 8])`` as ``[0, 
 replaced reshape's, where that one is not wrong) from a type inference set on the op instance:
 coremltools' own, with the zeros resolved against x by the op's opset rule. It runs when the op
 is made and whenever a later pass infers types again (``reduce_transposes`` re-infers every op of
-a block; a type written into the var once would be overwritten with the zeros).
+a block; a type written into the var once would be overwritten with the zeros). A pass that makes
+a new reshape from one made here gets coremltools' type, zeros and all: ``common::add_fp16_cast``
+re-creates every op of a FLOAT16 conversion, and what reads the zeros then types its output with
+them, a ``shape`` of them even folds to zeros. So each run first gives every reshape with a const
+0 target its true type and infers again the ops that read it, and the pipeline runs the pass again
+right after ``add_fp16_cast``.
 """
 
 from __future__ import annotations
@@ -343,11 +348,80 @@ def _why_shape_stays(op: Operation, values: Values) -> str:
     return f"dims {', '.join(runtime)} of '{op.x.name}' are run-time; " + "; ".join(reads[:3])
 
 
+# -- types of reshapes with a 0 target ---------------------------------------------------------
+
+def true_zero_target_type(op: Operation) -> type | None:
+    """The true type of a reshape whose const target holds a 0, when its declared one differs.
+
+    coremltools types each 0 of such a target literally when x has run-time dims, and
+    ``common::add_fp16_cast`` re-creates every reshape (the ones made here too) with that type.
+    """
+    target = op.shape.val if op.op_type == "reshape" else None
+    if target is None or not types.is_tensor(op.outputs[0].sym_type) or any_variadic(op.x.shape):
+        return None
+    target = [int(t) for t in np.asarray(target).flat]
+    if 0 not in target:
+        return None
+    try:
+        copied = reshape_zeros(op.opset_version, list(op.x.shape), target)
+    except ValueError:
+        return None
+    declared = list(op.outputs[0].shape)
+    dims = tuple(c if t == 0 else d for t, c, d in zip(target, copied, declared))
+    if all(is_symbolic(a) == is_symbolic(b) and (is_symbolic(a) or int(a) == int(b)) for a, b in zip(dims, declared)):
+        return None
+    return types.tensor(op.outputs[0].dtype, dims)
+
+
+def retype_zero_targets(block) -> int:
+    """Give each reshape with a mistyped 0 target its true type, then infer again the type and
+    value of every op that reads a var whose type changed (nested blocks first, in order), so no
+    later pass reads a literal 0 as a size. Returns how many reshapes were retyped."""
+    changed: set[Var] = set()
+
+    def walk(block) -> int:
+        count = 0
+        for op in list(block.operations):
+            for inner in op.blocks:
+                count += walk(inner)
+            reads_changed = any(v in changed for v in op.get_flattened_inputs()) or any(
+                v in changed for inner in op.blocks for v in inner.outputs
+            )
+            true_type = true_zero_target_type(op)
+            if true_type is None and not reads_changed:
+                continue
+            before = [(v.sym_type, v.sym_val) for v in op.outputs]
+            if true_type is not None:
+                declare_reshape_type(op, true_type)
+                count += 1
+            else:
+                op.type_value_inference(overwrite_output=True)
+            for var, (sym_type, sym_val) in zip(op.outputs, before):
+                if var.sym_type != sym_type or not _same_value(var.sym_val, sym_val):
+                    changed.add(var)
+        return count
+
+    return walk(block)
+
+
+def _same_value(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and bool(np.all(a == b))
+
+
 @register("fold_shape_ops")
 class FoldShapeOps(PatternPass):
     """Fold ``shape`` ops and the arithmetic on their outputs into constants."""
 
     name = "webnn::fold_shape_ops"
+
+    def apply(self, prog) -> None:
+        # Types first: a literal 0 read as a size would fold into wrong constants.
+        retyped = sum(retype_zero_targets(func) for func in prog.functions.values())
+        super().apply(prog)
+        self.last_result.rewritten += retyped
 
     def patterns(self) -> list[RewritePattern]:
         # One memo for the whole run: each var's value is computed once (a fresh memo per match
