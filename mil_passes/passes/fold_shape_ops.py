@@ -58,6 +58,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, get_new_symbol, types
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
+from ..inference import INFERENCE_HOLES, repair_types, reshape_output_shape
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
 from ..semantics import reshape_zeros
 from . import register
@@ -350,65 +351,27 @@ def _why_shape_stays(op: Operation, values: Values) -> str:
 
 # -- types of reshapes with a 0 target ---------------------------------------------------------
 
-def true_zero_target_type(op: Operation) -> type | None:
-    """The true type of a reshape whose const target holds a 0, when its declared one differs.
-
-    coremltools types each 0 of such a target literally when x has run-time dims, and
-    ``common::add_fp16_cast`` re-creates every reshape (the ones made here too) with that type.
-    """
-    target = op.shape.val if op.op_type == "reshape" else None
-    if target is None or not types.is_tensor(op.outputs[0].sym_type) or any_variadic(op.x.shape):
+def _literal_zero_shape(op: Operation) -> tuple | None:
+    """The true shape of a reshape whose declared one has a literal 0 for a copied dim (two names
+    of a run-time dim do not contradict: keeping them keeps a second run a no-op)."""
+    shape = reshape_output_shape(op)
+    declared = op.outputs[0].shape
+    if shape is None or all(is_symbolic(d) or (not is_symbolic(t) and int(t) == int(d)) for t, d in zip(shape, declared)):
         return None
-    target = [int(t) for t in np.asarray(target).flat]
-    if 0 not in target:
-        return None
-    try:
-        copied = reshape_zeros(op.opset_version, list(op.x.shape), target)
-    except ValueError:
-        return None
-    declared = list(op.outputs[0].shape)
-    dims = tuple(c if t == 0 else d for t, c, d in zip(target, copied, declared))
-    if all(is_symbolic(a) == is_symbolic(b) and (is_symbolic(a) or int(a) == int(b)) for a, b in zip(dims, declared)):
-        return None
-    return types.tensor(op.outputs[0].dtype, dims)
+    return shape
 
 
-def retype_zero_targets(block) -> int:
-    """Give each reshape with a mistyped 0 target its true type, then infer again the type and
-    value of every op that reads a var whose type changed (nested blocks first, in order), so no
-    later pass reads a literal 0 as a size. Returns how many reshapes were retyped."""
-    changed: set[Var] = set()
-
-    def walk(block) -> int:
-        count = 0
-        for op in list(block.operations):
-            for inner in op.blocks:
-                count += walk(inner)
-            reads_changed = any(v in changed for v in op.get_flattened_inputs()) or any(
-                v in changed for inner in op.blocks for v in inner.outputs
-            )
-            true_type = true_zero_target_type(op)
-            if true_type is None and not reads_changed:
-                continue
-            before = [(v.sym_type, v.sym_val) for v in op.outputs]
-            if true_type is not None:
-                declare_reshape_type(op, true_type)
-                count += 1
-            else:
-                op.type_value_inference(overwrite_output=True)
-            for var, (sym_type, sym_val) in zip(op.outputs, before):
-                if var.sym_type != sym_type or not _same_value(var.sym_val, sym_val):
-                    changed.add(var)
-        return count
-
-    return walk(block)
+_RESHAPE_HOLE = {"reshape": (_literal_zero_shape, INFERENCE_HOLES["reshape"][1])}
 
 
-def _same_value(a, b) -> bool:
-    if a is None or b is None:
-        return a is b
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and bool(np.all(a == b))
+def _declare_shape(op: Operation, shape: tuple) -> None:
+    declare_reshape_type(op, types.tensor(op.outputs[0].dtype, shape))
+
+
+def retype_zero_targets(prog) -> int:
+    """Give each reshape whose const 0 target coremltools typed literally its true type (for good:
+    through :func:`declare_reshape_type`), and infer again what reads it; how many were retyped."""
+    return len(repair_types(prog, _RESHAPE_HOLE, _declare_shape))
 
 
 @register("fold_shape_ops")
@@ -419,7 +382,7 @@ class FoldShapeOps(PatternPass):
 
     def apply(self, prog) -> None:
         # Types first: a literal 0 read as a size would fold into wrong constants.
-        retyped = sum(retype_zero_targets(func) for func in prog.functions.values())
+        retyped = retype_zero_targets(prog)
         super().apply(prog)
         self.last_result.rewritten += retyped
 
