@@ -7,7 +7,9 @@ are checked, and it goes through the command (save, ``optimize``, ``lint``, pred
 
 import functools
 import importlib.util
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 MISSING = [name for name in ("torch", "torchvision", "transformers") if importlib.util.find_spec(name) is None]
@@ -43,9 +45,22 @@ def fp32_conversion(name: str, pipeline: str):
     return convert(ready.model, ready.traced, ready.inputs, pass_pipeline=pass_pipeline(pipeline))
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
-@pytest.mark.parametrize("pipeline", PIPELINES)
-@pytest.mark.parametrize("name", NAMES)
+# transformers builds GPT-2's causal mask from torch.finfo(float32).min and triu; coremltools converts
+# the triu as x - band_part(x), which at fp16 is -inf - -inf = NaN. The fixed-length model's mask is
+# folded to a constant before the fp16 casts; with a run-time sequence it is computed, under DEFAULT too.
+FP16_MASK_NAN = pytest.mark.xfail(
+    strict=True, reason="coremltools' fp16 triu of a finfo(fp32).min mask is NaN (-inf - -inf)"
+)
+CONVERSIONS = [
+    pytest.param(name, pipeline, precision,
+                 marks=FP16_MASK_NAN if (name, precision) == ("gpt2_flexible", "fp16") else ())
+    for name in NAMES
+    for pipeline in PIPELINES
+    for precision in ("fp32", "fp16")
+]
+
+
+@pytest.mark.parametrize("name, pipeline, precision", CONVERSIONS)
 def test_converts_and_agrees_with_torch(name, pipeline, precision):
     ready = prepared(name)
     fp16 = precision == "fp16"
@@ -100,3 +115,28 @@ def test_gpt2_with_a_flexible_sequence_keeps_12_of_17_shape_ops():
 
     counts = [op_counts(fp32_conversion("gpt2_flexible", p)._mil_program).get("shape", 0) for p in PIPELINES]
     assert counts == [17, 12]
+
+
+def test_trial_inputs_add_the_smallest_and_a_larger_size_on_flexible_axes():
+    from mil_passes.testing.real_models import trial_inputs
+
+    model = BY_NAME["gpt2_flexible"]
+    trials = trial_inputs(model, {"input_ids": np.arange(9, dtype=np.int32).reshape(1, 9)})
+    assert [t["input_ids"].shape for t in trials] == [(1, 9), (1, 1), (1, 20)]
+    assert all(t["input_ids"].dtype == np.int32 for t in trials)
+    assert len(trial_inputs(BY_NAME["gpt2"], {"input_ids": np.zeros((1, 9), np.int32)})) == 1
+
+
+def test_relative_error_is_scaled_by_the_largest_reference_value():
+    from mil_passes.testing.real_models import relative_error
+
+    assert relative_error(np.array([1.0, 2.5]), np.array([1.0, 2.0])) == pytest.approx(0.25)
+    assert relative_error(np.zeros(0), np.zeros(0)) == 0.0
+
+
+def test_readme_table_lists_every_model_converted():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("<!-- real-models:begin -->")[1].split("<!-- real-models:end -->")[0]
+    rows = [line.split("|")[1:-1] for line in table.strip().splitlines()[2:]]
+    assert [cells[0].strip() for cells in rows] == NAMES
+    assert all(cells[1].strip() == "yes" for cells in rows)
