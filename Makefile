@@ -16,7 +16,7 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,torch]'
+	$(BIN)/pip install -q -e '.[test,torch,models,optests]'
 	touch $@
 
 $(VENV)/.installed-optests: pyproject.toml | $(BIN)/python
@@ -24,7 +24,7 @@ $(VENV)/.installed-optests: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,torch,bench]'
+	$(BIN)/pip install -q -e '.[test,torch,models,bench]'
 	touch $@
 
 demo: $(VENV)/.installed-base
@@ -51,6 +51,7 @@ fuzz-coremltools: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run
+	$(BIN)/python benchmarks/cli_startup.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

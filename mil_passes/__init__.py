@@ -1,10 +1,15 @@
 """Graph passes for coremltools' MIL, registered under the ``webnn::`` namespace.
 
-``import mil_passes`` registers every pass; ``mil_passes.pipeline()`` returns a coremltools
-``PassPipeline`` with them in place.
+``import mil_passes`` registers every pass in coremltools' pass registry as soon as coremltools
+is imported (at once if it already is); ``mil_passes.pipeline()`` returns a coremltools
+``PassPipeline`` with them in place. Importing the package itself imports neither coremltools nor
+any framework, so the ``mil-passes`` command can choose how coremltools starts.
 """
 
+import importlib as _importlib
 import logging as _logging
+import sys as _sys
+import types as _types
 
 # coremltools warns at import that Core ML's runtime is missing (always, off macOS) and that torch is
 # newer than it tested; neither is about this package. Other coremltools warnings still show.
@@ -12,9 +17,33 @@ _NOISE = ("Failed to load _ML", "has not been tested with coremltools")
 _logging.getLogger("coremltools").addFilter(lambda record: not any(n in str(record.msg) for n in _NOISE))
 
 from . import _moved  # noqa: E402
+from ._registration import when_imported  # noqa: E402
 from ._version import __version__  # noqa: E402
-from .pipeline import PASS_NAMES, pipeline  # noqa: E402
 
 _moved.install()
 
 __all__ = ["__version__", "PASS_NAMES", "pipeline"]
+_LAZY = ("PASS_NAMES", "pipeline")  # from mil_passes/pipeline.py, which imports coremltools
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'mil_passes' has no attribute '{name}'")
+    module = _importlib.import_module(".pipeline", __name__)
+    for lazy in _LAZY:
+        _types.ModuleType.__setattr__(_sys.modules[__name__], lazy, getattr(module, lazy))
+    return getattr(module, name)
+
+
+class _Package(_types.ModuleType):
+    """The submodule ``mil_passes/pipeline.py`` and the function ``pipeline()`` share a name:
+    importing the submodule (which binds it on the package) must leave the function in place."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _LAZY and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
+when_imported("coremltools", __name__, lambda: _importlib.import_module(".passes", __name__))

@@ -352,6 +352,10 @@ RESHAPES = {
     "identities": ((B, S, 32), lambda d: mb.concat(values=(
         mb.add(x=dims_of(d, 0), y=0), mb.mul(x=dims_of(d, 1), y=1), [2, 16]), axis=0), [[0, 0, 2, 16]],
                    {"expand_dims": 1}),
+    # torch's frontend joins one scalar per dim: concat((B, S, 2, 16)) of rank-0 values
+    "scalars_joined": ((B, S, 32), lambda d: mb.concat(values=(
+        mb.gather(x=d, indices=0, axis=0), mb.gather(x=d, indices=1, axis=0), np.int32(2), np.int32(16)), axis=0),
+                       [[0, 0, 2, 16]], {"expand_dims": 1}),
     # a dim reaching the target through cast to fp32 and back
     "cast_round_trip": ((B, S, 32), lambda d: mb.concat(values=(
         mb.cast(x=mb.cast(x=dims_of(d, 0, 1), dtype="fp32"), dtype="int32"), [32, 1]), axis=0),
@@ -439,13 +443,60 @@ def test_reshape_types_survive_type_inference_run_again():
 
 
 def test_coremltools_types_a_zero_target_with_literal_zeros():
-    """The fact (docs/evidence.md §3) the type override exists for."""
+    """The coremltools 9.0 behaviour the type override exists for."""
 
     @mb.program(input_specs=[mb.TensorSpec(shape=(B, S, 32))], opset_version=ct.target.iOS17)
     def prog(x):
         return mb.reshape(x=mb.expand_dims(x=x, axes=[-1]), shape=[0, 0, 4, 8], name="out")
 
     assert prog.functions["main"].outputs[0].shape == (0, 0, 4, 8)
+
+
+def test_const_zero_target_typed_with_zeros_gets_its_true_type_and_so_do_the_ops_after_it():
+    """common::add_fp16_cast re-creates reshapes, and coremltools types their 0s literally: the
+    pass retypes them and infers again what reads them (a `shape` of them would fold to zeros)."""
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(B, S, 32))], opset_version=ct.target.iOS17)
+    def prog(x):
+        heads = mb.reshape(x=mb.expand_dims(x=x, axes=[-1]), shape=[0, 0, 4, 8], name="heads")
+        moved = mb.transpose(x=heads, perm=[0, 2, 1, 3], name="moved")
+        return moved, mb.shape(x=moved, name="dims")
+
+    shapes = {op.name: op.outputs[0].shape for op in iter_ops(prog) if op.name in ("heads", "moved")}
+    assert shapes == {"heads": (0, 0, 4, 8), "moved": (0, 4, 0, 8)}  # coremltools' types
+    assert list(output_value(prog, 1)) == [0, 4, 0, 8]  # and the value a shape of them gets
+    run(prog)
+    outputs = prog.functions["main"].outputs
+    assert outputs[0].shape == (B, 4, S, 8) and output_value(prog, 1) is None
+    x = random_inputs(prog, sizes={"B": 2, "S": 3})
+    got = evaluate(prog, x)
+    assert np.array_equal(got["moved"], x["x"].reshape(2, 3, 4, 8).transpose(0, 2, 1, 3))
+    assert list(got["dims"]) == [2, 4, 3, 8]
+
+
+def test_fp16_attention_keeps_true_reshape_types_and_equals_torch(attention):
+    """Converted at FLOAT16 (coremltools' default), the folded reshapes are re-created by
+    common::add_fp16_cast; the run after it gives them back their run-time dims."""
+    torch = pytest.importorskip("torch")
+    model, traced, _ = attention
+    mlmodel = ct.convert(
+        traced,
+        inputs=[ct.TensorType(shape=(ct.RangeDim(1, 8), ct.RangeDim(1, 64), E), dtype=np.float32)],
+        pass_pipeline=mil_passes.pipeline(),
+        compute_precision=ct.precision.FLOAT16,
+        minimum_deployment_target=ct.target.iOS17,
+        convert_to="mlprogram",
+        skip_model_load=True,
+    )
+    prog = mlmodel._mil_program
+    assert "shape" not in op_counts(prog)
+    for op in ops(prog, "reshape"):
+        assert 0 not in [d for d in op.outputs[0].shape if not types.symbolic.is_symbolic(d)], op.name
+    (name,) = [v.name for v in prog.functions["main"].outputs]
+    x = np.random.default_rng(0).standard_normal((2, 5, E)).astype(np.float32)
+    got = evaluate(prog, {"x": x})[name].astype(np.float32)
+    want = model(torch.from_numpy(x)).detach().numpy()
+    assert np.max(np.abs(got - want)) <= 1e-2 * np.max(np.abs(want))
 
 
 NOT_CANDIDATES = {
@@ -469,7 +520,8 @@ def test_reshape_without_a_shape_computed_target_is_not_a_candidate(case):
 REFUSED_RESHAPES = {
     "run-time dims reversed": ((B, S, T), lambda x, n: mb.reshape(
         x=x, shape=dims_of(mb.shape(x=x), 2, 1, 0), name="out"),
-                               "target [T, S, B] of x [B, S, T] needs more than one -1"),
+                               "target [T, S, B] of x [B, S, T]: S, B are run-time sizes a const target can neither copy from x "
+                               "in place (0) nor infer (-1 stands for one size only)"),
 }
 
 
@@ -549,7 +601,8 @@ def test_surviving_shape_op_names_the_refused_reshape():
         return mb.reshape(x=x, shape=dims_of(mb.shape(x=x, name="dims"), 2, 1, 0), name="out")
 
     assert run(prog)["dims"] == (
-        "dims B, S, T of 'x' are run-time; reshape 'out': target [T, S, B] of x [B, S, T] needs more than one -1"
+        "dims B, S, T of 'x' are run-time; reshape 'out': target [T, S, B] of x [B, S, T]: S, B are run-time sizes "
+        "a const target can neither copy from x in place (0) nor infer (-1 stands for one size only)"
     )
 
 

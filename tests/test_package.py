@@ -16,8 +16,9 @@ import mil_passes
 from mil_passes.cli import main
 from mil_passes.testing import check_pass, op_counts
 
-#: The passes that run a second time, after the streaming rewrite (see PLACEMENT).
-AGAIN = ("webnn::fold_shape_ops", "webnn::canonicalize_uint8_select")
+#: The passes that run a second time, after the streaming rewrite, then fold_shape_ops a third
+#: time right after common::add_fp16_cast (see PLACEMENT).
+AGAIN = ("webnn::fold_shape_ops", "webnn::canonicalize_uint8_select", "webnn::fold_shape_ops")
 EXPECTED = (
     "webnn::rename_duplicate_temporaries",
     "webnn::canonicalize_uint8_select",
@@ -51,13 +52,13 @@ def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
     for name in ("webnn::fold_shape_ops", "webnn::concat_slice_to_slice_concat"):
         assert first_const_elimination < names.index(name) < names.index("common::remove_symbolic_reshape")
     # fold_shape_ops runs again after the streaming rewrite (see PLACEMENT).
-    last_fold = len(names) - 1 - names[::-1].index("webnn::fold_shape_ops")
-    assert (
-        names.index("webnn::concat_slice_to_slice_concat") < last_fold < names.index("common::remove_symbolic_reshape")
-    )
+    folds = [i for i, n in enumerate(names) if n == "webnn::fold_shape_ops"]
+    assert names.index("webnn::concat_slice_to_slice_concat") < folds[1] < names.index("common::remove_symbolic_reshape")
     # So does canonicalize_uint8_select, after the second fold.
     last_canonicalize = len(names) - 1 - names[::-1].index("webnn::canonicalize_uint8_select")
-    assert last_fold < last_canonicalize < names.index("common::remove_symbolic_reshape")
+    assert folds[1] < last_canonicalize < names.index("common::remove_symbolic_reshape")
+    # And fold_shape_ops a third time, right after add_fp16_cast re-creates the reshapes.
+    assert folds[2] == names.index("common::add_fp16_cast") + 1
     assert [n for n in names if not n.startswith("webnn::")] == before
 
 

@@ -16,6 +16,7 @@ import warnings
 from typing import Callable, TextIO
 
 from .._version import __version__
+from .optional_frameworks import optional_frameworks_refused
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -145,13 +146,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+    from .catalogue import PASSES
 
-    from ..pipeline import PASS_NAMES
-
-    for name in PASS_NAMES:
-        doc = (type(PASS_REGISTRY[name]).__doc__ or "").strip().splitlines()
-        print(f"{name:42s} {doc[0] if doc else ''}")
+    for name, summary in PASSES:
+        print(f"{name:42s} {summary}")
     return EXIT_OK
 
 
@@ -213,20 +211,22 @@ def _quiet_coremltools() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; coremltools, if this starts it, starts without the optional frameworks."""
     args = build_parser().parse_args(argv)
     _quiet_coremltools()
     run: Callable[[argparse.Namespace], int] = args.run
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        print("mil-passes: interrupted; nothing written", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as error:  # noqa: BLE001 - sorted below: users' mistakes get one line
-        message = _user_error(error)
-        if message is None:
-            raise
-        print(f"mil-passes: error: {message}", file=sys.stderr)
-        return EXIT_ERROR
+    with optional_frameworks_refused():
+        try:
+            return run(args)
+        except KeyboardInterrupt:
+            print("mil-passes: interrupted; nothing written", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except Exception as error:  # noqa: BLE001 - sorted below: users' mistakes get one line
+            message = _user_error(error)
+            if message is None:
+                raise
+            print(f"mil-passes: error: {message}", file=sys.stderr)
+            return EXIT_ERROR
 
 
 def _user_error(error: Exception) -> str | None:

@@ -23,14 +23,12 @@ import types as python_types
 from typing import Iterable, Iterator
 from unittest import mock
 
-import numpy as np
 from coremltools.converters.mil.frontend.milproto import load as milproto_load
 from coremltools.converters.mil.mil import Block, Operation, Program, Var, types
-from coremltools.converters.mil.mil.ops.defs._utils import broadcast_shapes
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
+from ..inference import INFERENCE_HOLES, repair_types, reshape_output_shape, select_output_shape  # noqa: F401
 from ..lint.findings import Finding
-from ..semantics import reshape_zeros
 
 Dims = tuple  # of int (a constant) or None (known only at run time)
 
@@ -43,87 +41,6 @@ def declared_types_set_aside() -> Iterator[None]:
     tolerant.is_compatible_type = lambda inferred, declared: True
     with mock.patch.object(milproto_load, "types", tolerant):
         yield
-
-
-def reshape_output_shape(op: Operation) -> tuple | None:
-    """The shape a reshape with a constant target computes, its zeros resolved by the op's opset
-    rule (:func:`~mil_passes.semantics.reshape_zeros`); None when pymil's own shape needs no
-    correction or the target is not known. pymil resolves zeros only when every input dim is a
-    constant."""
-    target, x_shape = op.shape.val, op.x.shape
-    if target is None or x_shape is None or any_variadic(x_shape):
-        return None
-    target = [int(t) for t in np.asarray(target).ravel()]
-    current = list(op.outputs[0].shape)
-    if 0 not in target or len(current) != len(target):
-        return None
-    try:
-        copied = reshape_zeros(op.opset_version, list(x_shape), target)
-    except ValueError:
-        return None
-    resolved = [c if t == 0 else d for t, c, d in zip(target, copied, current)]
-    return tuple(resolved) if resolved != current else None
-
-
-def select_output_shape(op: Operation) -> tuple | None:
-    """The shape of ``select``: ``cond``, ``a`` and ``b`` broadcast together. pymil broadcasts
-    only ``a`` and ``b`` (``select(cond=[2, 2], a=1.0, b=0.0)`` gets a scalar type)."""
-    shapes = [var.shape if types.is_tensor(var.sym_type) else () for var in (op.cond, op.a, op.b)]
-    if any(any_variadic(shape) for shape in shapes):
-        return None
-    try:
-        shape = tuple(broadcast_shapes(broadcast_shapes(shapes[0], shapes[1]), shapes[2]))
-    except ValueError:
-        return None
-    current = op.outputs[0].shape if types.is_tensor(op.outputs[0].sym_type) else ()
-    return shape if shape != tuple(current) else None
-
-
-# op type -> (the output shape pymil should have inferred, or None; why pymil did not)
-INFERENCE_HOLES = {
-    "reshape": (
-        reshape_output_shape,
-        "coremltools' own inference leaves a reshape's 0 unresolved against a run-time dim",
-    ),
-    "select": (select_output_shape, "coremltools' own inference ignores the shape of select's cond"),
-}
-
-
-def repair_types(prog: Program) -> list[Operation]:
-    """Give the ops of ``INFERENCE_HOLES`` whose type pymil got wrong their computed type, and
-    re-infer the ops downstream of them; return the ops repaired."""
-    repaired: list[Operation] = []
-    for func in prog.functions.values():
-        _repair_block(func, set(), repaired)
-    return repaired
-
-
-def _input_vars(op: Operation) -> Iterator[Var]:
-    for value in op.inputs.values():
-        if isinstance(value, (list, tuple)):
-            yield from value
-        else:
-            yield value
-
-
-def _repair_block(block: Block, changed: set[Var], repaired: list[Operation]) -> None:
-    for op in list(block.operations):
-        for nested in op.blocks:
-            _repair_block(nested, changed, repaired)
-        reads_changed = any(var in changed for var in _input_vars(op)) or any(
-            out in changed for nested in op.blocks for out in nested.outputs
-        )
-        if reads_changed:
-            before = [out.sym_type for out in op.outputs]
-            op.type_value_inference(overwrite_output=True)
-            changed.update(out for out, old in zip(op.outputs, before) if out.sym_type != old)
-        hole = INFERENCE_HOLES.get(op.op_type)
-        shape = hole[0](op) if hole is not None else None
-        if shape is not None:
-            out = op.outputs[0]
-            out._sym_type = types.tensor(out.dtype, shape) if shape else out.dtype
-            changed.add(out)
-            repaired.append(op)
 
 
 # -- comparing ---------------------------------------------------------------------------------

@@ -266,6 +266,8 @@ def _concat(op: Operation, values: Values) -> np.ndarray | None:
     axis = _param(op, "axis", values)
     if any(p is None for p in pieces) or axis is None or _param(op, "interleave", values, [0]) != [0]:
         return None
+    if all(p.ndim == 0 for p in pieces):  # coremltools joins scalars into a vector (torch's frontend does)
+        return _vector([p[()] for p in pieces])
     return np.concatenate(pieces, axis=axis[0])
 
 

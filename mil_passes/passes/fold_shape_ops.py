@@ -29,14 +29,25 @@ Result::
    turns ``reshape(reshape(a, s), t)`` into ``reshape(a, t)``, reading t's zeros against ``a``.
    The shape chain that fed the target is left dead and removed.
 4. Everything else stays; each surviving op's reason (for a ``shape`` op: which ops still read
-   its run-time dims) is in debug logging.
+   its run-time dims) is in debug logging. What no const can express: a target of run-time sizes
+   that x holds only as their product (``reshape(matmul(reshape(a, [-1, K]), W), shape(a)[:-1] + [N])``,
+   how transformers' GPT-2 ``Conv1D`` reads: coremltools gives the product new symbols), a slice
+   end or ``range_1d``/``fill``/``tile`` size that is a run-time dim. ``reshape_like`` would name the
+   dims by reference, but coremltools 9.0 refuses it with run-time dims ("Output shape of a
+   reshape_like op ... must not be symbolic"), and moving the ``matmul`` past the reshape changes
+   its accumulation order, so its last bits.
 
 Types: coremltools 9.0 types ``reshape(x[B, S, 32, 1], [0, 0, 4, 8])`` as ``[0, 0, 4, 8]``, and
 ``ct.convert`` saves that (docs/evidence.md §3). Each reshape made here gets its true type (the
 replaced reshape's, where that one is not wrong) from a type inference set on the op instance:
 coremltools' own, with the zeros resolved against x by the op's opset rule. It runs when the op
 is made and whenever a later pass infers types again (``reduce_transposes`` re-infers every op of
-a block; a type written into the var once would be overwritten with the zeros).
+a block; a type written into the var once would be overwritten with the zeros). A pass that makes
+a new reshape from one made here gets coremltools' type, zeros and all: ``common::add_fp16_cast``
+re-creates every op of a FLOAT16 conversion, and what reads the zeros then types its output with
+them, a ``shape`` of them even folds to zeros. So each run first gives every reshape with a const
+0 target its true type and infers again the ops that read it, and the pipeline runs the pass again
+right after ``add_fp16_cast``.
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, get_new_symbol, types
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
+from ..inference import INFERENCE_HOLES, repair_types, reshape_output_shape
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
 from ..semantics import reshape_zeros
 from . import register
@@ -112,7 +124,12 @@ def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal:
             x_slots, t_slots = x_slots + [None], t_slots + [None]  # see the module docstring
     plan = _plan(op, x_slots, t_slots, dims, zeros)
     if plan.target.count(-1) > 1:
-        return Refusal(op, f"target {_show(dims)} of x {_show(x_dims)} needs more than one -1")
+        inferred = [wanted[s] for t, s in zip(plan.target, t_slots) if t == -1 and s is not None]
+        return Refusal(
+            op,
+            f"target {_show(wanted)} of x {_show(x_dims)}: {_show(inferred)[1:-1]} are run-time sizes a const "
+            "target can neither copy from x in place (0) nor infer (-1 stands for one size only)",
+        )
     return plan
 
 
@@ -342,11 +359,42 @@ def _why_shape_stays(op: Operation, values: Values) -> str:
     return f"dims {', '.join(runtime)} of '{op.x.name}' are run-time; " + "; ".join(reads[:3])
 
 
+# -- types of reshapes with a 0 target ---------------------------------------------------------
+
+def _literal_zero_shape(op: Operation) -> tuple | None:
+    """The true shape of a reshape whose declared one has a literal 0 for a copied dim (two names
+    of a run-time dim do not contradict: keeping them keeps a second run a no-op)."""
+    shape = reshape_output_shape(op)
+    declared = op.outputs[0].shape
+    if shape is None or all(is_symbolic(d) or (not is_symbolic(t) and int(t) == int(d)) for t, d in zip(shape, declared)):
+        return None
+    return shape
+
+
+_RESHAPE_HOLE = {"reshape": (_literal_zero_shape, INFERENCE_HOLES["reshape"][1])}
+
+
+def _declare_shape(op: Operation, shape: tuple) -> None:
+    declare_reshape_type(op, types.tensor(op.outputs[0].dtype, shape))
+
+
+def retype_zero_targets(prog) -> int:
+    """Give each reshape whose const 0 target coremltools typed literally its true type (for good:
+    through :func:`declare_reshape_type`), and infer again what reads it; how many were retyped."""
+    return len(repair_types(prog, _RESHAPE_HOLE, _declare_shape))
+
+
 @register("fold_shape_ops")
 class FoldShapeOps(PatternPass):
     """Fold ``shape`` ops and the arithmetic on their outputs into constants."""
 
     name = "webnn::fold_shape_ops"
+
+    def apply(self, prog) -> None:
+        # Types first: a literal 0 read as a size would fold into wrong constants.
+        retyped = retype_zero_targets(prog)
+        super().apply(prog)
+        self.last_result.rewritten += retyped
 
     def patterns(self) -> list[RewritePattern]:
         # One memo for the whole run: each var's value is computed once (a fresh memo per match

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from coremltools.converters.mil.mil import Program
 
+from ..inference import repair_types
 from .errors import PredictionError
 from .interpreter import evaluate, numpy_dtype
 
@@ -118,6 +119,7 @@ def _program_of(model: Any, spec) -> Program:
             specification_version=spec.specificationVersion,
             file_weights_dir=str(weights_dir),
         )
+        repair_types(prog)  # the loader re-infers types, and types a reshape's 0 target literally
         _LOADED[model] = prog
     return prog
 

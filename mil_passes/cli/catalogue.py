@@ -1,0 +1,14 @@
+"""The passes as ``mil-passes list`` shows them, without importing coremltools.
+
+Each entry is the registered name and the first line of the pass class's docstring, in pipeline
+order (``mil_passes.PASS_NAMES``); ``tests/test_cli_startup.py`` checks both against the registry.
+"""
+
+from __future__ import annotations
+
+PASSES: tuple[tuple[str, str], ...] = (
+    ("webnn::rename_duplicate_temporaries", "Make every var name and op name unique, keeping function input and output names."),
+    ("webnn::canonicalize_uint8_select", "Make every ``select.cond`` and logical-op input come straight from a bool producer."),
+    ("webnn::fold_shape_ops", "Fold ``shape`` ops and the arithmetic on their outputs into constants."),
+    ("webnn::concat_slice_to_slice_concat", "Rewrite every window of a concat's output as a concat of windows of its inputs."),
+)

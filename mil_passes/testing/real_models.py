@@ -1,0 +1,428 @@
+"""Real architectures at tiny sizes with random weights, and their conversion by coremltools.
+
+Each :class:`RealModel` builds a torch module of a kind users convert (torchvision classifiers,
+transformers GPT-2/BERT/T5/Whisper from a tiny config, a bidirectional LSTM, streaming decoder steps
+keeping ``torch.cat([cache, x], -1)[..., -K:]``) and draws named example inputs. Nothing is
+downloaded: every model is built from a config with random weights.
+
+torch, torchvision and transformers are optional (the ``models`` extra); they are imported when a
+model is built. The PyPI torchvision wheel is linked against CUDA torch, so its C extension does not
+load beside the CPU torch and ``import torchvision`` fails registering fake kernels for its ops
+(``operator torchvision::nms does not exist``); :func:`torchvision_models` imports its pure-Python
+classification models with only those two registration modules stubbed.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+Inputs = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class RealModel:
+    """A module builder, its named example inputs, and how to declare them to ``ct.convert``."""
+
+    name: str
+    build: Callable[[], Any]
+    example_inputs: Callable[[np.random.Generator], Inputs]
+    flexible: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)  # input -> axis -> range
+    streaming_windows: int = 0  # cache windows lint must call errors before the pipeline rewrites them
+
+    def instantiate(self, seed: int = 0):
+        """The module with weights drawn from ``seed``, in eval mode."""
+        import torch
+
+        torch.manual_seed(seed)
+        return self.build().eval()
+
+
+# --- torchvision ---------------------------------------------------------------------------------
+
+_TORCHVISION_REGISTRATIONS = ("torchvision._meta_registrations", "torchvision._autograd_registrations")
+
+
+def torchvision_models():
+    """``torchvision.models``, imported without torchvision's C extension.
+
+    Only the two modules that register fake and autograd kernels for torchvision's C++ ops (nms,
+    roi_align, …) are replaced by empty modules; the classification models never call those ops.
+    Any half-finished earlier import (``import coremltools`` tries ``import torchvision``) is
+    forgotten first. With a torchvision whose extension loads, nothing is stubbed.
+    """
+    loaded = sys.modules.get("torchvision")
+    if loaded is not None and hasattr(loaded, "models"):
+        return loaded.models
+    for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
+        del sys.modules[name]
+    try:
+        import torchvision
+    except RuntimeError:
+        for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
+            del sys.modules[name]
+        for name in _TORCHVISION_REGISTRATIONS:
+            sys.modules[name] = types.ModuleType(name, "stubbed: torchvision's C extension did not load")
+        import torchvision
+    return torchvision.models
+
+
+def resnet18():
+    return _randomize_norms(torchvision_models().resnet18(weights=None, num_classes=10))
+
+
+def mobilenet_v3_small():
+    return _randomize_norms(torchvision_models().mobilenet_v3_small(weights=None, num_classes=10))
+
+
+def vit_tiny():
+    """torchvision's VisionTransformer at a small size; its head, initialized to zeros, drawn at random
+    (a zero head gives zeros whatever the body computes)."""
+    import torch
+
+    vision_transformer = torchvision_models().vision_transformer
+    model = vision_transformer.VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64, num_classes=10
+    )
+    torch.nn.init.normal_(model.heads.head.weight, std=0.2)
+    torch.nn.init.normal_(model.heads.head.bias, std=0.2)
+    return model
+
+
+# --- transformers --------------------------------------------------------------------------------
+
+_TINY_TEXT = dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+
+
+def _transformers():
+    """``transformers``, imported after torchvision (which it imports when installed) is loadable."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is not None:
+        torchvision_models()
+    import transformers
+
+    return transformers
+
+
+def _tensors_only(model, keys: tuple[str, ...]):
+    """``model`` as a module taking tensors (as ``keys``) and returning its first output, no cache."""
+    import torch
+
+    class TensorsOnly(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors):
+            return self.model(**dict(zip(keys, tensors)), use_cache=False, return_dict=False)[0]
+
+    return TensorsOnly()
+
+
+def gpt2():
+    transformers = _transformers()
+    config = transformers.GPT2Config(vocab_size=96, n_positions=64, n_embd=32, n_layer=2, n_head=2)
+    return _tensors_only(transformers.GPT2LMHeadModel(config), ("input_ids",))
+
+
+def bert():
+    transformers = _transformers()
+    config = transformers.BertConfig(max_position_embeddings=64, **_TINY_TEXT)
+    return _tensors_only(transformers.BertModel(config, add_pooling_layer=False), ("input_ids", "attention_mask"))
+
+
+def t5():
+    transformers = _transformers()
+    config = transformers.T5Config(
+        vocab_size=96, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=2,
+        decoder_start_token_id=0,
+    )
+    return _tensors_only(transformers.T5Model(config), ("input_ids", "decoder_input_ids"))
+
+
+def whisper():
+    transformers = _transformers()
+    config = transformers.WhisperConfig(
+        vocab_size=96, num_mel_bins=8, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_source_positions=16, max_target_positions=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        decoder_start_token_id=1,
+    )
+    return _tensors_only(transformers.WhisperModel(config), ("input_features", "decoder_input_ids"))
+
+
+# --- torch.nn ------------------------------------------------------------------------------------
+
+
+def bilstm():
+    """Two bidirectional LSTM layers, then a linear head on every step."""
+    import torch
+
+    class BiLSTM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(12, 16, num_layers=2, bidirectional=True, batch_first=True)
+            self.head = torch.nn.Linear(32, 5)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0])
+
+    return BiLSTM()
+
+
+def attention_head_split(heads: int = 4):
+    """``B, T, D = x.shape; x.reshape(B, T, H, D // H)``: the head split of every attention."""
+    import torch
+
+    class HeadSplit(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(32, 96)
+
+        def forward(self, x):
+            B, T, D = x.shape
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            q, k, v = (t.reshape(B, T, heads, D // heads).transpose(1, 2) for t in (q, k, v))
+            attended = torch.softmax(q @ k.transpose(-1, -2) * (D // heads) ** -0.5, dim=-1) @ v
+            return attended.transpose(1, 2).reshape(B, T, D)
+
+    return HeadSplit()
+
+
+def streaming_decoder(cached: int, layers: int = 2, channels: int = 16):
+    """One step of a causal conv decoder keeping the last ``cached`` frames per layer.
+
+    The cache update is ``torch.cat([cache, x], -1)[..., -K:]`` and the new caches are stacked: the
+    window the Neural Engine compiler refuses when ``K`` is a multiple of 8 but not of 32 and the
+    step's frame count is not a multiple of 8.
+    """
+    import torch
+
+    class StreamingDecoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList(
+                torch.nn.Conv1d(channels, channels, 5, dilation=cached // 4, groups=channels) for _ in range(layers)
+            )
+            self.mix = torch.nn.ModuleList(torch.nn.Conv1d(channels, channels, 1) for _ in range(layers))
+
+        def forward(self, x, cache):
+            steps = x.shape[-1]
+            next_caches = []
+            for i, (conv, mix) in enumerate(zip(self.convs, self.mix)):
+                joined = torch.cat([cache[i], x], dim=-1)
+                next_caches.append(joined[..., -cached:])
+                x = x + mix(torch.tanh(conv(joined)[..., -steps:]))
+            return x, torch.stack(next_caches, dim=0)
+
+    return StreamingDecoder()
+
+
+def _randomize_norms(module):
+    """Give batch norms non-trivial statistics so folding mistakes show."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.BatchNorm2d):
+            sub.running_mean.copy_(torch.randn(sub.num_features, generator=generator) * 0.1)
+            sub.running_var.copy_(torch.rand(sub.num_features, generator=generator) + 0.5)
+    return module
+
+
+def _normal(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.standard_normal(shape).astype(np.float32)
+
+
+def _tokens(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.integers(3, 96, shape).astype(np.int32)
+
+
+def _named(**draws: Callable[[np.random.Generator], np.ndarray]) -> Callable[[np.random.Generator], Inputs]:
+    return lambda rng: {name: draw(rng) for name, draw in draws.items()}
+
+
+def _attention_mask(rng: np.random.Generator) -> np.ndarray:
+    mask = np.ones((1, 9), np.int32)
+    mask[0, 7:] = 0
+    return mask
+
+
+STREAMING_FRAMES = 7
+
+MODELS: tuple[RealModel, ...] = (
+    RealModel("resnet18", resnet18, _named(image=_normal(1, 3, 32, 32))),
+    RealModel("mobilenet_v3_small", mobilenet_v3_small, _named(image=_normal(1, 3, 32, 32))),
+    RealModel("vit", vit_tiny, _named(image=_normal(1, 3, 32, 32))),
+    RealModel("bert", bert, _named(input_ids=_tokens(1, 9), attention_mask=_attention_mask)),
+    RealModel("gpt2", gpt2, _named(input_ids=_tokens(1, 9))),
+    RealModel("gpt2_flexible", gpt2, _named(input_ids=_tokens(1, 9)), flexible={"input_ids": {1: (1, 64)}}),
+    RealModel("t5", t5, _named(input_ids=_tokens(1, 9), decoder_input_ids=_tokens(1, 5))),
+    RealModel("whisper", whisper, _named(input_features=_normal(1, 8, 32), decoder_input_ids=_tokens(1, 5))),
+    RealModel("bilstm", bilstm, _named(x=_normal(1, 11, 12))),
+    RealModel("attention_head_split", attention_head_split, _named(x=_normal(2, 5, 32))),
+    RealModel(
+        "streaming_k40",
+        lambda: streaming_decoder(40),
+        _named(x=_normal(1, 16, STREAMING_FRAMES), cache=_normal(2, 1, 16, 40)),
+        streaming_windows=2,
+    ),
+    RealModel(
+        "streaming_k72",
+        lambda: streaming_decoder(72),
+        _named(x=_normal(1, 16, STREAMING_FRAMES), cache=_normal(2, 1, 16, 72)),
+        streaming_windows=2,
+    ),
+)
+
+BY_NAME = {model.name: model for model in MODELS}
+
+
+def trace(module, inputs: Inputs):
+    """``torch.jit.trace`` of ``module`` on ``inputs`` (in their order).
+
+    Traced with autograd on, as coremltools' guide does: under ``torch.no_grad()``,
+    ``nn.MultiheadAttention`` (the ViT's) takes its fast path, ``_native_multi_head_attention``, which
+    coremltools 9.0 cannot convert.
+    """
+    import torch
+
+    return torch.jit.trace(module, tuple(torch.from_numpy(x) for x in inputs.values()), check_trace=False)
+
+
+def convert(model: RealModel, traced, inputs: Inputs, *, fp16: bool = False, pass_pipeline=None):
+    """The ML Program of ``traced`` (iOS17), FLOAT32 or FLOAT16, inputs named as in ``inputs``."""
+    import coremltools as ct
+
+    specs = []
+    for name, example in inputs.items():
+        shape: list[Any] = list(example.shape)
+        for axis, (lower, upper) in model.flexible.get(name, {}).items():
+            shape[axis] = ct.RangeDim(lower_bound=lower, upper_bound=upper, default=example.shape[axis])
+        specs.append(ct.TensorType(name=name, shape=shape, dtype=example.dtype.type))
+    return ct.convert(
+        traced,
+        inputs=specs,
+        convert_to="mlprogram",
+        compute_precision=ct.precision.FLOAT16 if fp16 else ct.precision.FLOAT32,
+        minimum_deployment_target=ct.target.iOS17,
+        pass_pipeline=pass_pipeline,
+        skip_model_load=True,
+    )
+
+
+def torch_outputs(module, inputs: Inputs) -> list[np.ndarray]:
+    """The module's outputs on ``inputs``, as numpy arrays, in order."""
+    import torch
+
+    with torch.no_grad():
+        result = module(*(torch.from_numpy(x) for x in inputs.values()))
+    result = result if isinstance(result, tuple) else (result,)
+    return [r.numpy() for r in result]
+
+
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| / max |want| (0 for empty arrays)."""
+    if want.size == 0:
+        return 0.0
+    scale = max(float(np.max(np.abs(want))), 1e-30)
+    return float(np.max(np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64)))) / scale
+
+
+# --- checking a conversion -----------------------------------------------------------------------
+
+PIPELINES = ("DEFAULT", "pipeline")
+TOLERANCE = {False: 1e-5, True: 1e-2}  # relative error allowed vs torch: fp32, fp16
+
+
+def pass_pipeline(name: str):
+    """coremltools' DEFAULT, or ``mil_passes.pipeline()`` (DEFAULT with the package's passes)."""
+    import coremltools as ct
+
+    import mil_passes
+
+    return {"DEFAULT": ct.PassPipeline.DEFAULT, "pipeline": mil_passes.pipeline()}[name]
+
+
+@dataclass
+class Prepared:
+    """A model built and traced once, with torch's outputs on every trial's inputs."""
+
+    model: RealModel
+    module: Any
+    inputs: Inputs
+    traced: Any
+    trials: list[tuple[Inputs, list[np.ndarray]]]
+
+
+def trial_inputs(model: RealModel, inputs: Inputs) -> list[Inputs]:
+    """The example inputs and, for flexible axes, the same at the smallest size and at 2x + 2."""
+    trials = [inputs]
+    for size in ("lower", "larger"):
+        if not model.flexible:
+            break
+        trial = dict(inputs)
+        for name, axes in model.flexible.items():
+            shape = list(inputs[name].shape)
+            for axis, (lower, upper) in axes.items():
+                shape[axis] = lower if size == "lower" else min(upper, 2 * shape[axis] + 2)
+            trial[name] = np.resize(inputs[name], shape).astype(inputs[name].dtype)
+        trials.append(trial)
+    return trials
+
+
+def prepare(model: RealModel, seed: int = 0) -> Prepared:
+    module = model.instantiate(seed)
+    inputs = model.example_inputs(np.random.default_rng(seed))
+    trials = [(trial, torch_outputs(module, trial)) for trial in trial_inputs(model, inputs)]
+    return Prepared(model, module, inputs, trace(module, inputs), trials)
+
+
+def max_error(mlmodel, trials: Sequence[tuple[Inputs, list[np.ndarray]]]) -> float:
+    """The largest relative error of any output on any trial (reference interpreter vs torch);
+    NaN when a NaN shows up in either."""
+    from ..reference import predict
+
+    worst = 0.0
+    for inputs, wanted in trials:
+        got = list(predict(mlmodel, inputs).values())
+        if [g.shape for g in got] != [w.shape for w in wanted]:
+            raise AssertionError(f"shapes {[g.shape for g in got]}, torch gives {[w.shape for w in wanted]}")
+        for error in (relative_error(g, w) for g, w in zip(got, wanted)):
+            if np.isnan(error):
+                return float("nan")  # max() would pass over it
+            worst = max(worst, error)
+    return worst
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """The command on a saved model: exit statuses of ``optimize`` and of ``lint`` of its output,
+    and the reloaded output's largest relative error vs torch."""
+
+    optimize_status: int
+    lint_status: int
+    error: float
+
+
+def round_trip(mlmodel, folder: str, trials: Sequence[tuple[Inputs, list[np.ndarray]]]) -> RoundTrip:
+    """Save ``mlmodel`` under ``folder``, ``mil-passes optimize`` it, ``lint`` the result, predict it."""
+    import contextlib
+    import io
+    import os
+
+    import coremltools as ct
+
+    from ..cli import main
+
+    source, fixed = os.path.join(folder, "model.mlpackage"), os.path.join(folder, "fixed.mlpackage")
+    mlmodel.save(source)
+    with contextlib.redirect_stdout(io.StringIO()):
+        optimized = main(["optimize", source, "-o", fixed, "--quiet"])
+        linted = main(["lint", fixed])
+    return RoundTrip(optimized, linted, max_error(ct.models.MLModel(fixed, skip_model_load=True), trials))
