@@ -86,22 +86,19 @@ class ReshapePlan:
     reshaped: type
 
 
-# Reasons that mean "not a candidate" rather than "a candidate left unchanged".
-ALREADY_CONST = "target is already const"
-NOT_FROM_SHAPE = "target is not computed from shape ops"
-
-
-def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal:
-    """How ``op`` (a reshape with a computed target) reads with a const target, or why it cannot."""
+def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal | None:
+    """How ``op`` (a reshape with a computed target) reads with a const target, why it cannot
+    (a :class:`Refusal`), or None when it is no candidate (its target is const already, or not
+    computed from shape ops)."""
     if op.shape.val is not None:
-        return Refusal(op, ALREADY_CONST)
+        return None
     if not types.is_tensor(op.x.sym_type) or any_variadic(op.x.shape):
         return Refusal(op, "x has no fixed rank")
     value = values.of(op.shape)
     if value is None or value.elements.ndim != 1:
         return Refusal(op, "target has no static length")
     if not value.from_shape:
-        return Refusal(op, NOT_FROM_SHAPE)
+        return None
     x_dims = [dim_of(d) for d in op.x.shape]
     try:  # a literal 0 copies a dim of x, by the op's own opset rule
         wanted = reshape_zeros(op.opset_version, x_dims, list(value.elements))
@@ -263,11 +260,8 @@ class FoldReshapeTarget(RewritePattern[ReshapePlan]):
     def __init__(self, values: Values | None = None) -> None:
         self.values = values if values is not None else Values()
 
-    def match(self, op: Operation):
-        plan = plan_reshape(op, self.values)
-        if isinstance(plan, Refusal) and plan.reason in (ALREADY_CONST, NOT_FROM_SHAPE):
-            return None
-        return plan
+    def match(self, op: Operation) -> ReshapePlan | Refusal | None:
+        return plan_reshape(op, self.values)
 
     def describe(self, op: Operation, plan: ReshapePlan) -> str:
         expand = f" of x with size-1 axes {list(plan.expand_axes)} added" if plan.expand_axes else ""
@@ -304,7 +298,8 @@ class FoldShapeValue(RewritePattern[list]):
         if folds:
             return folds
         if op.op_type == "shape":
-            return Refusal(op, _why_shape_stays(op, values))
+            reason = _why_shape_stays(op, values)
+            return Refusal(op, reason) if reason else None  # None: every use folds, it goes as dead code
         if not any(trackable(v) for v in used):
             return None  # not a shape value: no small static numeric output in use
         value = values.of(next(v for v in used if trackable(v)))
@@ -331,8 +326,9 @@ def _reads_shape(op: Operation, values: Values) -> bool:
     return False
 
 
-def _why_shape_stays(op: Operation, values: Values) -> str:
-    """Which ops will still read the run-time dims of this ``shape`` op after the pass."""
+def _why_shape_stays(op: Operation, values: Values) -> str | None:
+    """Which ops will still read the run-time dims of this ``shape`` op after the pass; None when
+    every use folds."""
     if not types.is_tensor(op.x.sym_type) or any_variadic(op.x.shape):
         return "x has no fixed rank"
     runtime = [str(d) for d in op.x.shape if is_symbolic(d)]
@@ -355,7 +351,7 @@ def _why_shape_stays(op: Operation, values: Values) -> str:
                 read = _show(values.of(var).elements.flat)
                 reads.append(f"{child.op_type} '{child.name}' reads {read}")
     if not reads:
-        return "every use folds; it goes with dead code"
+        return None
     return f"dims {', '.join(runtime)} of '{op.x.name}' are run-time; " + "; ".join(reads[:3])
 
 

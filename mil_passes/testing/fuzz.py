@@ -119,9 +119,9 @@ def select_targets(names: list[str] | None, pipelines: list[str] | None = None,
 
 
 def is_package_target(name: str) -> bool:
-    """The package's passes (``webnn*::``, test passes included) and its pipeline get
-    ``check_pass``; coremltools' passes and pipelines get ``verify``'s check."""
-    return name == "pipeline" or name.split("::")[0].startswith("webnn")
+    """The package's passes (``webnn*::``, test passes included), its pipeline and ``lint`` get
+    ``check_drawn``; coremltools' passes and pipelines get ``verify``'s check."""
+    return name in ("pipeline", LINT) or name.split("::")[0].startswith("webnn")
 
 
 def _registered(name: str) -> bool:
