@@ -29,7 +29,8 @@ from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from .ir import iter_ops, op_counts
-from .reference import UnsupportedOpError, evaluate
+from .reference import UnsupportedOpError
+from .reference.interpreter import evaluate_vars
 from .reference.feeds import random_inputs
 
 __all__ = [
@@ -257,10 +258,16 @@ def _feed_list(prog: Program, feeds, seed: int) -> list[dict[str, np.ndarray]]:
     return [dict(f) for f in feeds]
 
 
+def _outputs(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+    """``main``'s outputs in order (by position: two outputs may be one var, or share a name)."""
+    with np.errstate(all="ignore"):
+        values = evaluate_vars(prog, feeds)
+    return [np.asarray(values[var]) for var in prog.functions["main"].outputs]
+
+
 def _evaluate_original(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarray]:
     try:
-        with np.errstate(all="ignore"):
-            return [np.asarray(v) for v in evaluate(prog, feeds).values()]
+        return _outputs(prog, feeds)
     except UnsupportedOpError as error:
         raise VerifyError(f"the reference interpreter cannot run the program: {error}") from None
 
@@ -329,10 +336,8 @@ class _Run:
             return
         got = []
         try:
-            with np.errstate(all="ignore"):
-                for feeds in self.feeds:
-                    renamed = {new: feeds[old] for old, new in zip(self.input_names, names)}
-                    got.append([np.asarray(v) for v in evaluate(work, renamed).values()])
+            for feeds in self.feeds:
+                got.append(_outputs(work, {new: feeds[old] for old, new in zip(self.input_names, names)}))
         except UnsupportedOpError as error:
             row.status, row.error = "unchecked", str(error)
             return
@@ -353,6 +358,7 @@ def compare_outputs(
     rtol, atol = TOLERANCE[precision]
     result = {}
     for position, name in enumerate(names):
+        name = name if name not in result else f"{name}#{position}"  # one var output twice
         before = [outputs[position] for outputs in want]
         after = [outputs[position] for outputs in got]
         change = OutputChange(

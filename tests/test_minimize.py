@@ -131,6 +131,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "reproducers"
     ("cast_optimization_float_int_bool.py", 2, "= cast(x=%x0, dtype=bool"),  # the fused cast, printed
     ("add_fp16_cast_overflow.py", 1, "-inf"),
     ("remove_symbolic_reshape_output.py", 1, "raises ValueError: cannot delete op gather_2"),
+    ("add_int16_cast_gather_data.py", 2, 'cast(x=%x0, dtype="int16"'),
 ])
 def test_the_documented_reproducers_say_what_the_docs_say(script, status, words):
     """docs/coremltools-passes.md describes these (coremltools 9.0); update both when one changes."""

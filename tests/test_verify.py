@@ -198,6 +198,19 @@ def test_a_program_without_main_is_bad_input():
         verify_program(prog, "empty")
 
 
+def test_one_var_output_twice():
+    """Outputs are matched by position: a dict by name would hold one (found by make fuzz-coremltools)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2,), dtype=types.fp32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        y = mb.relu(x=mb.mul(x=x, y=np.float32(1.0)), name="y")
+        return y, y
+
+    verification = verify_program(prog, "default")
+    assert verification.culprit is None
+    assert list(verification.rows[-1].outputs) == ["y", "y#1"]
+
+
 @pytest.mark.parametrize("feeds", [0, -1])
 def test_feeds_must_be_positive(feeds):
     with pytest.raises(VerifyError, match="feeds must be at least 1"):
