@@ -13,7 +13,6 @@ import numpy as np
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ... import semantics
-from ..errors import UnsupportedOpError
 from . import kernel, out_dtype
 
 
@@ -488,78 +487,3 @@ def random_categorical(op, args):
     rng = _rng(args)
     draws = np.stack([rng.choice(x.shape[-1], size=size, p=row) for row in probs])
     return draws.reshape(*x.shape[:-1], size)
-
-
-# -- recurrent --------------------------------------------------------------------------------
-# x is <s, b, I>; states are <b, D*H>. Steps compute in fp32 (fp16 inputs are widened). A
-# reverse direction reads the sequence backwards and writes each step's output at its input's
-# position, so a bidirectional output is [forward | backward] along the last axis.
-
-_RECURRENT_ACTIVATIONS = {
-    "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
-    "tanh": np.tanh,
-    "relu": lambda v: np.maximum(v, 0),
-    "linear": lambda v: v,
-    "hard_sigmoid": lambda v: np.clip(0.2 * v + 0.5, 0.0, 1.0),
-}
-
-
-def _activation(op, args, name: str, default: str):
-    chosen = args.get(name) or default
-    if chosen not in _RECURRENT_ACTIVATIONS:
-        raise UnsupportedOpError(op.op_type, op.name, f"{name} '{chosen}' is not implemented")
-    return _RECURRENT_ACTIVATIONS[chosen]
-
-
-def _steps(length: int, reverse: bool) -> range:
-    return range(length - 1, -1, -1) if reverse else range(length)
-
-
-@kernel("rnn")
-def rnn(op, args):
-    x = _wide(args["x"])
-    weight_ih, weight_hh = _wide(args["weight_ih"]), _wide(args["weight_hh"])
-    bias = 0 if args.get("bias") is None else _wide(args["bias"])
-    act = _activation(op, args, "activation", "tanh")
-    h = _wide(args["initial_h"])
-    outputs = np.zeros(x.shape[:2] + (weight_hh.shape[0],), dtype=h.dtype)
-    for t in _steps(x.shape[0], (args.get("direction") or "forward") == "reverse"):
-        h = act(x[t] @ weight_ih.T + h @ weight_hh.T + bias)
-        outputs[t] = h
-    return (outputs if bool(args.get("output_sequence")) else h[None]), h
-
-
-def _lstm_direction(op, args, x, h, c, suffix: str, reverse: bool):
-    weight_ih, weight_hh = _wide(args["weight_ih" + suffix]), _wide(args["weight_hh" + suffix])
-    bias = 0 if args.get("bias" + suffix) is None else _wide(args["bias" + suffix])
-    peephole = args.get("peephole" + suffix)
-    p_i, p_f, p_o = (0, 0, 0) if peephole is None else np.split(_wide(peephole), 3)
-    gate = _activation(op, args, "recurrent_activation", "sigmoid")
-    cell_act = _activation(op, args, "cell_activation", "tanh")
-    act = _activation(op, args, "activation", "tanh")
-    outputs = np.zeros(x.shape[:2] + h.shape[-1:], dtype=h.dtype)
-    for t in _steps(x.shape[0], reverse):
-        i, f, o, z = np.split(x[t] @ weight_ih.T + h @ weight_hh.T + bias, 4, axis=-1)
-        i, f = gate(i + p_i * c), gate(f + p_f * c)
-        c = f * c + i * cell_act(z)
-        h = gate(o + p_o * c) * act(c)
-        outputs[t] = h
-    return outputs, h, c
-
-
-@kernel("lstm")
-def lstm(op, args):
-    """Gates in MIL's [input, forget, output, cell] order; peepholes [input, forget, output]."""
-    if args.get("clip") is not None:
-        raise UnsupportedOpError(op.op_type, op.name, "clip is not implemented")
-    x = _wide(args["x"])
-    h0, c0 = _wide(args["initial_h"]), _wide(args["initial_c"])
-    direction = args.get("direction") or "forward"
-    if direction == "bidirectional":
-        hidden = h0.shape[-1] // 2
-        forward = _lstm_direction(op, args, x, h0[:, :hidden], c0[:, :hidden], "", False)
-        backward = _lstm_direction(op, args, x, h0[:, hidden:], c0[:, hidden:], "_back", True)
-        outputs, h, c = (np.concatenate(pair, axis=-1) for pair in zip(forward, backward))
-    else:
-        outputs, h, c = _lstm_direction(op, args, x, h0, c0, "", direction == "reverse")
-    return (outputs if bool(args.get("output_sequence")) else h[None]), h, c

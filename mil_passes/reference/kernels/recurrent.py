@@ -8,8 +8,8 @@ what torch gives on a flipped input). A ``bidirectional`` lstm is ``[forward | b
 last axis with each step's backward output at its input's position, as torch lays out its
 bidirectional outputs; without ``output_sequence`` it is the final state of each direction.
 
-These replace the first rnn/lstm kernels of ``core.py``, which wrote reverse steps at their input's
-position and had no ``clip``.
+(Before 0.2.0 ``core.py`` had rnn/lstm kernels that wrote reverse steps at their input's position
+and had no ``clip``.)
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _outputs(args: dict, steps: np.ndarray, final: np.ndarray) -> np.ndarray:
     return steps if bool(args.get("output_sequence")) else final[None]
 
 
-@kernel("rnn", replaces=True)
+@kernel("rnn")
 def rnn(op, args: dict):
     """``h_t = activation(W_ih x_t + W_hh h_{t-1} + bias)``."""
     reverse = _direction(op, args, ("forward", "reverse")) == "reverse"
@@ -108,7 +108,7 @@ def _lstm_layer(op, args: dict, x, h, c, suffix: str, reverse: bool):
     return _stack(steps, h), h, c
 
 
-@kernel("lstm", replaces=True)
+@kernel("lstm")
 def lstm(op, args: dict):
     """Gates in MIL's [input, forget, output, cell] order; peepholes [input, forget, output];
     ``clip`` bounds the cell state to ``[-clip, clip]`` after each update."""
