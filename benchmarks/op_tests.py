@@ -30,7 +30,15 @@ if str(ROOT) not in sys.path:  # run as a script: benchmarks/ is on the path, th
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.suite_runs import (  # noqa: E402
-    Cause, arguments, classify, load_rows, one_line, parse, run_sessions, skips, versions,
+    Cause,
+    arguments,
+    classify,
+    load_rows,
+    one_line,
+    parse,
+    run_sessions,
+    skips,
+    versions,
 )
 
 PACKAGE = "coremltools.converters.mil.mil.ops.tests"
@@ -48,7 +56,7 @@ def _max_difference(row: dict, kind: str) -> float | None:
 
 # The largest difference fp16 data explains: 2⁻⁸, four fp16 ulps at magnitude 1 (the reproductions in
 # tests/test_op_tests_tolerance.py stay within it). numpy prints differences to 4 or 5 digits.
-FP16_DATA_BOUND = 2.0 ** -8
+FP16_DATA_BOUND = 2.0**-8
 PRINTED = 1.001
 
 
@@ -56,14 +64,18 @@ def _fp16_data_at_fp32_tolerance(row: dict) -> bool:
     """An fp32-backend case with fp16 data (named in its id) whose largest difference is within
     :data:`FP16_DATA_BOUND`, absolute or relative."""
     bounds = [_max_difference(row, kind) for kind in ("absolute", "relative")]
-    return ("precision='fp32'" in row["nodeid"] and "numpy.float16" in row["nodeid"]
-            and any(bound is not None and bound <= FP16_DATA_BOUND * PRINTED for bound in bounds))
+    return (
+        "precision='fp32'" in row["nodeid"]
+        and "numpy.float16" in row["nodeid"]
+        and any(bound is not None and bound <= FP16_DATA_BOUND * PRINTED for bound in bounds)
+    )
 
 
 # Failures that are the test's own problem, each verified on the case it classifies.
 CAUSES = (
     Cause(
-        "message", r"Not equal to tolerance rtol=1e-05, atol=0.0001",
+        "message",
+        r"Not equal to tolerance rtol=1e-05, atol=0.0001",
         "the test's own tolerance: fp16 data checked at the fp32 backend's tolerance",
         "With `precision='fp32'` the suite compares at rtol 1e-5, atol 1e-4, but these cases build the program "
         "on fp16 data (`dtype`, `x_weight_dtype` or `x_param_dtype` float16 in the case's id), so its output is "
@@ -72,7 +84,8 @@ CAUSES = (
         "compares with an fp32 value (the nearest fp16 is up to half an ulp away); `TestNormalizationL2Norm` "
         "computes in fp16 arithmetic with epsilon 5.7, which the program holds as fp16(5.7) = 5.69921875; "
         "`TestConv`, `TestConvTranspose` and the recurrent tests (`TestRNN`, `TestLSTM`, `TestGRU`) compute the "
-        "expectation in fp32 or fp64 from unrounded weights or data, while the program gets them rounded to fp16. `tests/test_op_tests_tolerance.py` shows each mechanism: the "
+        "expectation in fp32 or fp64 from unrounded weights or data, while the program gets them rounded to "
+        "fp16. `tests/test_op_tests_tolerance.py` shows each mechanism: the "
         "interpreter's output is the correctly rounded fp16 result of the program's own data (L2 norm: equal "
         "in 20 of 20 draws; conv_transpose and rnn: within an fp16 ulp of the float64 result), and the test's "
         "expectation misses it by up to 2⁻⁸. Each case listed is checked: fp32 backend, fp16 data, and a "
@@ -80,7 +93,8 @@ CAUSES = (
         verify=_fp16_data_at_fp32_tolerance,
     ),
     Cause(
-        "nodeid", r"iOS18/test_compression\.py::.*precision='fp32'.*(lut|data)_dtype=fp16",
+        "nodeid",
+        r"iOS18/test_compression\.py::.*precision='fp32'.*(lut|data)_dtype=fp16",
         "the test's own tolerance: an expectation that adds 1 in fp16 arithmetic",
         "These iOS18 compression tests decompress fp16 data (`lut_dtype` or `data_dtype` fp16: a lookup table, "
         "or sparse non-zero values) and expect `decompressed + 1`, which "
@@ -89,25 +103,33 @@ CAUSES = (
         "precision. `tests/test_op_tests_tolerance.py::test_compression_expectations_add_one_in_fp16_arithmetic` "
         "shows the interpreter's result equal to the exact fp32 sum and the test's expectation off by at most "
         "2⁻¹¹. Each case is checked: a largest absolute difference within 2⁻¹¹.",
-        verify=lambda row: (_max_difference(row, "absolute") or 1.0) <= 2.0 ** -11 * PRINTED,
+        verify=lambda row: (_max_difference(row, "absolute") or 1.0) <= 2.0**-11 * PRINTED,
     ),
     Cause(
-        "nodeid", r"iOS16/test_image_resizing\.py::TestCropResize::test_builder_to_backend_ios16\[.*precision='fp32'",
+        "nodeid",
+        r"iOS16/test_image_resizing\.py::TestCropResize::test_builder_to_backend_ios16\[.*precision='fp32'",
         "the test's own tolerance: a hand-typed expectation (7.899 for 7.9)",
         "The expected value 7.899 is typed by hand. The box `[0.5, 1.8, 1.0, 0.3]` (normalized, so rows 1.5…3, "
         "columns 5.4…0.9) samples row 1.5, column 0.9 of the test's 4×4 image `1…16`: the mean of 5.9 and 9.9, "
         "exactly 7.9. The fp16 runs pass at their tolerance; the fp32 run's atol 1e-4 rejects the typo.",
-        verify=lambda row: "7.89900016784668 (DESIRED)" in row.get("message", "")
-        and "7.900000095367432 (ACTUAL)" in row.get("message", ""),
+        verify=lambda row: (
+            "7.89900016784668 (DESIRED)" in row.get("message", "")
+            and "7.900000095367432 (ACTUAL)" in row.get("message", "")
+        ),
     ),
 )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arguments(__doc__.split("\n\n")[0], sample=DEFAULT_SAMPLE, sample_env="OP_TESTS_SAMPLE",
-                       out=ROOT / "benchmarks" / "results" / "op_tests.md", work=ROOT / "build" / "op_tests",
-                       timeout=DEFAULT_TIMEOUT,
-                       case_help="run only this case (repeatable): FOLDER/FILE::TEST[ID] below the op tests' package")
+    parser = arguments(
+        __doc__.split("\n\n")[0],
+        sample=DEFAULT_SAMPLE,
+        sample_env="OP_TESTS_SAMPLE",
+        out=ROOT / "benchmarks" / "results" / "op_tests.md",
+        work=ROOT / "build" / "op_tests",
+        timeout=DEFAULT_TIMEOUT,
+        case_help="run only this case (repeatable): FOLDER/FILE::TEST[ID] below the op tests' package",
+    )
     parser.add_argument("--jobs", type=int, default=SHARDS, choices=range(1, SHARDS + 1), help="shards in parallel")
     args = parse(parser, argv)
     meta_path = args.work / "meta.json"
@@ -118,9 +140,14 @@ def main(argv: list[str] | None = None) -> int:
         titles = {run: f"op tests, every {args.sample}th case, {run} of {SHARDS}" for run in commands}
         env = dict(os.environ, PYMIL_TEST_TARGETS="mlprogram", INCLUDE_MIL_FP32_UNIT_TESTS="1")
         seconds, loads = run_sessions(commands, args.work, args.jobs, env, ROOT, titles)
-        meta = {"sample": args.sample, "cases": len(args.cases), "jobs": args.jobs, "wall_seconds": seconds,
-                "date": datetime.date.today().isoformat(),
-                "load_average": round(sum(loads) / len(loads), 1) if loads else None}
+        meta = {
+            "sample": args.sample,
+            "cases": len(args.cases),
+            "jobs": args.jobs,
+            "wall_seconds": seconds,
+            "date": datetime.date.today().isoformat(),
+            "load_average": round(sum(loads) / len(loads), 1) if loads else None,
+        }
         meta_path.write_text(json.dumps(meta, indent=1))
     meta = json.loads(meta_path.read_text())
     meta["selected"] = _selected(args.work)
@@ -128,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(rows, meta))
     unexplained = [case for case, row in rows.items() if category(row) == "failed"]
-    print(f"wrote {args.out}: {len(rows)} cases, {sum(row['predictions'] > 0 for row in rows.values())} predicted, "
-          f"{len(unexplained)} failed unexplained")
+    print(
+        f"wrote {args.out}: {len(rows)} cases, {sum(row['predictions'] > 0 for row in rows.values())} predicted, "
+        f"{len(unexplained)} failed unexplained"
+    )
     return 1 if unexplained else 0
 
 
@@ -140,10 +169,21 @@ def _package_dir() -> Path:
 def pytest_command(args, shard: int) -> list[str]:
     targets = [f"{_package_dir() / case}" for case in args.cases] or ["--pyargs", PACKAGE]
     return [
-        sys.executable, "-m", "pytest", "-q", "-rN", "-p", "no:cacheprovider",
-        "-p", "mil_passes.reference.pytest_plugin", *targets, "--continue-on-collection-errors",
-        f"--reference-sample={args.sample}", f"--reference-shard={shard}/{SHARDS}",
-        f"--reference-outcomes={args.work / f'shard{shard}.jsonl'}", f"--reference-timeout={args.timeout:g}",
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-rN",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "mil_passes.reference.pytest_plugin",
+        *targets,
+        "--continue-on-collection-errors",
+        f"--reference-sample={args.sample}",
+        f"--reference-shard={shard}/{SHARDS}",
+        f"--reference-outcomes={args.work / f'shard{shard}.jsonl'}",
+        f"--reference-timeout={args.timeout:g}",
     ]
 
 
@@ -220,7 +260,8 @@ def render(rows: dict[str, dict], meta: dict) -> str:
         f"a documented cause of the test's own, **{counts['failed']}** fail otherwise.",
         "",
         "Columns: **run** = not skipped; **predicted** = the interpreter answered at least one `predict`; "
-        + "; ".join(f"**{name}**: {text}" for name, text in _column_texts().items()) + ".",
+        + "; ".join(f"**{name}**: {text}" for name, text in _column_texts().items())
+        + ".",
         "",
     ]
     lines += _table(rows)
@@ -248,7 +289,8 @@ def _wall(meta: dict) -> str:
         return "not recorded"
     load = f", load average {meta['load_average']}" if meta.get("load_average") is not None else ""
     longest = max(seconds.values())
-    return f"{longest / 60:.1f} min ({len(seconds)} shards, {meta.get('jobs', SHARDS)} at a time, {os.cpu_count()} cores{load})"
+    jobs = meta.get("jobs", SHARDS)
+    return f"{longest / 60:.1f} min ({len(seconds)} shards, {jobs} at a time, {os.cpu_count()} cores{load})"
 
 
 def _table(rows: dict[str, dict]) -> list[str]:
@@ -263,13 +305,21 @@ def _table(rows: dict[str, dict]) -> list[str]:
             groups[total]["cases"] += 1
             groups[total]["predicted"] += row["predictions"] > 0
     header = ("cases", "run", "predicted", *CATEGORIES[:-1])
-    lines = ["## Per folder", "", "| folder | precision | " + " | ".join(header) + " | skipped |",
-             "|---|---|" + "---:|" * (len(header) + 1)]
+    lines = [
+        "## Per folder",
+        "",
+        "| folder | precision | " + " | ".join(header) + " | skipped |",
+        "|---|---|" + "---:|" * (len(header) + 1),
+    ]
     order = sorted(groups, key=lambda key: (key[0] == "all", key[0], key[1] == "all", key[1]))
     for folder, precision in order:
         counts = groups[(folder, precision)]
-        cells = [counts["cases"], counts["cases"] - counts["skipped"], counts["predicted"],
-                 *(counts[name] for name in CATEGORIES)]
+        cells = [
+            counts["cases"],
+            counts["cases"] - counts["skipped"],
+            counts["predicted"],
+            *(counts[name] for name in CATEGORIES),
+        ]
         bold = "**" if "all" in (folder, precision) else ""
         lines.append(f"| {bold}{folder}{bold} | {bold}{precision}{bold} | " + " | ".join(str(c) for c in cells) + " |")
     return lines + [""]
@@ -284,7 +334,9 @@ def _failures(rows: dict[str, dict]) -> list[str]:
     for case in failed:
         row = rows[case]
         where = f" (at `{row['where']}`)" if row.get("where") else ""
-        lines.append(f"| `{case}` | {row['outcome']} | {row.get('error', '')}: {one_line(row.get('message', ''))}{where} |")
+        lines.append(
+            f"| `{case}` | {row['outcome']} | {row.get('error', '')}: {one_line(row.get('message', ''))}{where} |"
+        )
     return lines + [""]
 
 
@@ -310,8 +362,12 @@ def _not_ours(rows: dict[str, dict]) -> list[str]:
         if category(row) == "not the interpreter's":
             key = (row["outcome"], row.get("error", ""), one_line(row.get("message", ""), 120), row.get("where", ""))
             groups[key].append(case)
-    lines = ["## Failures without a prediction, grouped", "",
-             "These cases never asked the interpreter for a number.", ""]
+    lines = [
+        "## Failures without a prediction, grouped",
+        "",
+        "These cases never asked the interpreter for a number.",
+        "",
+    ]
     if not groups:
         return lines + ["None.", ""]
     lines += ["| cases | folders | outcome | error | where |", "|---:|---|---|---|---|"]

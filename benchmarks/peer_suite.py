@@ -28,7 +28,17 @@ if str(ROOT) not in sys.path:  # run as a script: benchmarks/ is on the path, th
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.suite_runs import (  # noqa: E402
-    COLUMNS, Cause, agreement, arguments, first_line, load_rows, one_line, outcome_texts, parse, run_sessions, skips,
+    COLUMNS,
+    Cause,
+    agreement,
+    arguments,
+    first_line,
+    load_rows,
+    one_line,
+    outcome_texts,
+    parse,
+    run_sessions,
+    skips,
     versions,
 )
 from benchmarks.suite_runs import classify as classify_by  # noqa: E402
@@ -45,7 +55,8 @@ FAILING = ("disagree", "interpreter-error", "pass-error", "timeout")  # ours to 
 # Every failure the report lists is classified by the first cause that matches it.
 CAUSES = (
     Cause(
-        "message", r"only 0-dimensional arrays can be converted to Python scalars",
+        "message",
+        r"only 0-dimensional arrays can be converted to Python scalars",
         "numpy-2.4 incompatibility of coremltools 9.0",
         "coremltools calls `int()`/`float()` on a size-1, rank-1 array (the torch frontend's `_cast` for "
         "`aten::Int`/`aten::Float` on a `(1,)` tensor, `frontend/torch/ops.py`), which NumPy deprecated in "
@@ -57,11 +68,12 @@ CAUSES = (
         "    def forward(self, x):\n"
         "        return torch.full(x.shape, fill_value=2.0)\n\n"
         "x = torch.rand(2, 3)\n"
-        "ct.convert(torch.jit.trace(Full(), x), inputs=[ct.TensorType(shape=x.shape)], convert_to=\"mlprogram\")\n"
+        'ct.convert(torch.jit.trace(Full(), x), inputs=[ct.TensorType(shape=x.shape)], convert_to="mlprogram")\n'
         "# TypeError: only 0-dimensional arrays can be converted to Python scalars (frontend/torch/ops.py, _cast)",
     ),
     Cause(
-        "message", r"name 'torchvision' is not defined",
+        "message",
+        r"name 'torchvision' is not defined",
         "environment: torchvision is not installed",
         "`TestNms` calls `torchvision.ops.nms` with no `skipif(not _HAS_TORCH_VISION)` guard (the module "
         "imports torchvision only when it is installed); torchvision is not a dependency here.",
@@ -70,18 +82,30 @@ CAUSES = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = arguments(__doc__.split("\n\n")[0], sample=DEFAULT_SAMPLE, sample_env="PEER_SAMPLE",
-                       out=ROOT / "benchmarks" / "results" / "peer_suite.md", work=ROOT / "build" / "peer_suite",
-                       timeout=DEFAULT_TIMEOUT, case_help="run only this case (repeatable): CLASS::TEST[ID] in the module")
+    parser = arguments(
+        __doc__.split("\n\n")[0],
+        sample=DEFAULT_SAMPLE,
+        sample_env="PEER_SAMPLE",
+        out=ROOT / "benchmarks" / "results" / "peer_suite.md",
+        work=ROOT / "build" / "peer_suite",
+        timeout=DEFAULT_TIMEOUT,
+        case_help="run only this case (repeatable): CLASS::TEST[ID] in the module",
+    )
     parser.add_argument("--jobs", type=int, default=2, choices=(1, 2), help="runs in parallel")
     parser.add_argument("-k", dest="keyword", default=None, help="an extra pytest -k expression")
     args = parse(parser, argv)
     meta_path = args.work / "meta.json"
     if not args.report_only:
         loads: list[float] = []
-        meta = {"sample": args.sample, "keyword": args.keyword, "cases": len(args.cases), "jobs": args.jobs,
-                "wall_seconds": run_both(args, loads), "date": datetime.date.today().isoformat(),
-                "load_average": round(sum(loads) / len(loads), 1) if loads else None}
+        meta = {
+            "sample": args.sample,
+            "keyword": args.keyword,
+            "cases": len(args.cases),
+            "jobs": args.jobs,
+            "wall_seconds": run_both(args, loads),
+            "date": datetime.date.today().isoformat(),
+            "load_average": round(sum(loads) / len(loads), 1) if loads else None,
+        }
         meta_path.write_text(json.dumps(meta, indent=1))
     meta = json.loads(meta_path.read_text())
     session_path = args.work / "shipped.session.json"
@@ -91,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(results, meta))
     introduced = introduced_failures(results)
-    print(f"wrote {args.out}: {len(results['shipped'])} cases per run, "
-          f"{len(introduced)} failures introduced by mil_passes.pipeline()")
+    print(
+        f"wrote {args.out}: {len(results['shipped'])} cases per run, "
+        f"{len(introduced)} failures introduced by mil_passes.pipeline()"
+    )
     return 1 if introduced else 0
 
 
@@ -106,10 +132,22 @@ def pytest_command(args, run: str) -> list[str]:
     else:
         targets = ["--pyargs", MODULE]
     return [
-        sys.executable, "-m", "pytest", "-q", "-rN", "-p", "no:cacheprovider",
-        "-p", "mil_passes.reference.pytest_plugin", *targets, "-k", keyword,
-        f"--reference-sample={args.sample}", f"--reference-outcomes={args.work / f'{run}.jsonl'}",
-        f"--reference-timeout={args.timeout:g}", *RUNS[run],
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-rN",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "mil_passes.reference.pytest_plugin",
+        *targets,
+        "-k",
+        keyword,
+        f"--reference-sample={args.sample}",
+        f"--reference-outcomes={args.work / f'{run}.jsonl'}",
+        f"--reference-timeout={args.timeout:g}",
+        *RUNS[run],
     ]
 
 
@@ -132,8 +170,11 @@ def introduced_failures(results: dict) -> list[str]:
     """Cases that agree (or convert) as shipped and not with mil_passes.pipeline()."""
     shipped, piped = results["shipped"], results["pipeline"]
     good = ("agree", "converted")
-    return sorted(case for case, row in shipped.items()
-                  if row["outcome"] in good and case in piped and piped[case]["outcome"] not in good)
+    return sorted(
+        case
+        for case, row in shipped.items()
+        if row["outcome"] in good and case in piped and piped[case]["outcome"] not in good
+    )
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -168,8 +209,11 @@ def render(results: dict, meta: dict) -> str:
     for run, rows in results.items():
         counts = collections.Counter(row["outcome"] for row in rows.values())
         cpu = sum(row.get("cpu_seconds", 0.0) for row in rows.values()) / max(len(rows), 1)
-        lines.append(f"| {RUN_TITLES[run]} | {len(rows)} | " + " | ".join(str(counts[c]) for c in COLUMNS)
-                     + f" | {agreement(counts)} | {cpu:.2f} |")
+        lines.append(
+            f"| {RUN_TITLES[run]} | {len(rows)} | "
+            + " | ".join(str(counts[c]) for c in COLUMNS)
+            + f" | {agreement(counts)} | {cpu:.2f} |"
+        )
     lines += ["", "Outcomes: " + "; ".join(f"**{name}**: {text}" for name, text in outcome_texts().items()), ""]
     lines += _difference(shipped, piped)
     lines += _rewrites(piped)
@@ -185,18 +229,12 @@ def _population(meta: dict) -> str:
     return f"{selected:,}" if selected else "the"
 
 
-
-
-
-
 def _wall(meta: dict) -> str:
     seconds = meta.get("wall_seconds", {})
     parts = [f"{RUN_TITLES[run]} {seconds[run] / 60:.1f} min" for run in RUNS if run in seconds]
     together = "in parallel" if meta.get("jobs", 2) == 2 else "one after the other"
     load = f", load average {meta['load_average']}" if meta.get("load_average") is not None else ""
     return ", ".join(parts) + f" ({together}, {os.cpu_count()} cores{load})" if parts else "not recorded"
-
-
 
 
 def _difference(shipped: dict, piped: dict) -> list[str]:
@@ -228,8 +266,12 @@ def _rewrites(piped: dict) -> list[str]:
     if not cases:
         return lines + ["In no conversion of this sample did a pass of the package find something to rewrite.", ""]
     agree = sum(row["outcome"] == "agree" for row in cases)
-    lines += [f"{len(cases)} conversions were rewritten by the package's passes; {agree} of them agree with torch.", "",
-              "| pass | rewrites |", "|---|---:|"]
+    lines += [
+        f"{len(cases)} conversions were rewritten by the package's passes; {agree} of them agree with torch.",
+        "",
+        "| pass | rewrites |",
+        "|---|---:|",
+    ]
     lines += [f"| `{name}` | {count} |" for name, count in by_pass.most_common()]
     return lines + [""]
 
@@ -244,7 +286,8 @@ def _per_class(shipped: dict, piped: dict) -> list[str]:
         "|---|---:|" + "---:|" * len(COLUMNS),
     ]
     by_class: dict[str, dict[str, collections.Counter]] = collections.defaultdict(
-        lambda: {"shipped": collections.Counter(), "pipeline": collections.Counter()})
+        lambda: {"shipped": collections.Counter(), "pipeline": collections.Counter()}
+    )
     for run, rows in (("shipped", shipped), ("pipeline", piped)):
         for row in rows.values():
             by_class[row["class"] or "(module)"][run][row["outcome"]] += 1
@@ -262,16 +305,22 @@ def _failures(results: dict) -> list[str]:
         "Every case the interpreter got wrong or could not run, in either run, with its cause.",
         "",
     ]
-    rows = [(run, case, row) for run, by_case in results.items() for case, row in by_case.items()
-            if row["outcome"] in FAILING]
+    rows = [
+        (run, case, row)
+        for run, by_case in results.items()
+        for case, row in by_case.items()
+        if row["outcome"] in FAILING
+    ]
     if not rows:
         return lines + ["None.", ""]
     lines += ["| run | case | outcome | cause | evidence |", "|---|---|---|---|---|"]
     for run, case, row in sorted(rows, key=lambda item: (item[1], item[0])):
         cause = classify(row)
         evidence = one_line(row.get("message", "")) + (f" (at `{row['where']}`)" if row.get("where") else "")
-        lines.append(f"| {RUN_TITLES[run]} | `{case}` | {row['outcome']} | "
-                     f"{cause.category if cause else '**unclassified**'} | {evidence} |")
+        lines.append(
+            f"| {RUN_TITLES[run]} | `{case}` | {row['outcome']} | "
+            f"{cause.category if cause else '**unclassified**'} | {evidence} |"
+        )
     return lines + [""]
 
 
@@ -293,8 +342,10 @@ def _conversion_failures(rows: dict) -> list[str]:
     for (outcome, error, message, where), cases in sorted(groups.items(), key=lambda item: -len(item[1])):
         classes = sorted({rows[case]["class"] for case in cases})
         cause = classify(rows[cases[0]])
-        lines.append(f"| {len(cases)} | {', '.join(classes)} | {error}: {one_line(message)} | "
-                     f"{f'`{where}`' if where else '(test code)'} | {cause.category if cause else outcome} |")
+        lines.append(
+            f"| {len(cases)} | {', '.join(classes)} | {error}: {one_line(message)} | "
+            f"{f'`{where}`' if where else '(test code)'} | {cause.category if cause else outcome} |"
+        )
     lines += ["", "Causes:", ""]
     for cause in CAUSES:
         if not any(cause.matches(rows[case]) for cases in groups.values() for case in cases):
@@ -303,12 +354,6 @@ def _conversion_failures(rows: dict) -> list[str]:
         if cause.reproducer:
             lines += ["", "  ```python", *(f"  {line}".rstrip() for line in cause.reproducer.splitlines()), "  ```", ""]
     return lines + [""]
-
-
-
-
-
-
 
 
 if __name__ == "__main__":

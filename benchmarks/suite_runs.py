@@ -16,8 +16,19 @@ from pathlib import Path
 from typing import Callable
 
 # Outcome columns, in report order (see mil_passes.reference.pytest_plugin.OUTCOMES).
-COLUMNS = ("agree", "disagree", "interpreter-error", "pass-error", "timeout", "conversion-failure",
-           "failed", "converted", "skipped", "xfail", "neural-network")
+COLUMNS = (
+    "agree",
+    "disagree",
+    "interpreter-error",
+    "pass-error",
+    "timeout",
+    "conversion-failure",
+    "failed",
+    "converted",
+    "skipped",
+    "xfail",
+    "neural-network",
+)
 COMPARED = ("agree", "disagree", "interpreter-error")  # converted, then predicted by the interpreter
 
 
@@ -55,8 +66,9 @@ def load_rows(path: Path, key: Callable[[str], str] | None = None) -> dict[str, 
     return rows
 
 
-def run_sessions(commands: dict[str, list[str]], work: Path, jobs: int, env: dict[str, str],
-                 cwd: Path, titles: dict[str, str]) -> tuple[dict[str, float], list[float]]:
+def run_sessions(
+    commands: dict[str, list[str]], work: Path, jobs: int, env: dict[str, str], cwd: Path, titles: dict[str, str]
+) -> tuple[dict[str, float], list[float]]:
     """Run the pytest ``commands`` (``jobs`` at a time, logs in ``work``); their wall seconds, and
     the machine's 1-minute load average once a minute (wall times mean little without it)."""
     started, procs, seconds, loads = {}, {}, {}, []
@@ -66,8 +78,7 @@ def run_sessions(commands: dict[str, list[str]], work: Path, jobs: int, env: dic
             run = pending.pop(0)
             log = open(work / f"{run}.log", "w")
             print(f"{titles[run]}: log in {log.name}", flush=True)
-            procs[run] = (subprocess.Popen(commands[run], cwd=cwd, env=env, stdout=log,
-                                           stderr=subprocess.STDOUT), log)
+            procs[run] = (subprocess.Popen(commands[run], cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT), log)
             started[run] = time.perf_counter()
         for run, (proc, log) in list(procs.items()):
             code = proc.poll()
@@ -95,8 +106,10 @@ def versions() -> str:
         torch_version = f"torch {torch.__version__}, "
     except ImportError:
         torch_version = ""
-    return (f"coremltools {coremltools.__version__}, {torch_version}numpy {numpy.__version__}, "
-            f"Python {platform.python_version()}, {platform.system()} {platform.machine()}")
+    return (
+        f"coremltools {coremltools.__version__}, {torch_version}numpy {numpy.__version__}, "
+        f"Python {platform.python_version()}, {platform.system()} {platform.machine()}"
+    )
 
 
 def outcome_texts(columns: tuple[str, ...] = COLUMNS) -> dict[str, str]:
@@ -119,8 +132,12 @@ def skips(rows: dict, title: str) -> list[str]:
     lines = [f"## {title}", ""]
     if not groups:
         return lines + ["None.", ""]
-    lines += ["Expected failures show what failed: the interpreter may fail where Core ML does.", "",
-              "| cases | outcome | reason | what failed (first case) |", "|---:|---|---|---|"]
+    lines += [
+        "Expected failures show what failed: the interpreter may fail where Core ML does.",
+        "",
+        "| cases | outcome | reason | what failed (first case) |",
+        "|---:|---|---|---|",
+    ]
     for (outcome, reason), group in sorted(groups.items(), key=lambda item: -len(item[1])):
         first = group[0]
         failed = f"{first.get('error', '')}: {one_line(first.get('message', ''), 100)}" if first.get("error") else ""
@@ -139,12 +156,17 @@ def one_line(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def arguments(description: str, *, sample: int, sample_env: str, out: Path, work: Path, timeout: float,
-              case_help: str) -> argparse.ArgumentParser:
+def arguments(
+    description: str, *, sample: int, sample_env: str, out: Path, work: Path, timeout: float, case_help: str
+) -> argparse.ArgumentParser:
     """The options every suite runner takes: --sample, --out, --work, --timeout, --case, --report-only."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--sample", type=int, default=int(os.environ.get(sample_env, sample)),
-                        help=f"run every Nth case (env {sample_env}; default {sample}; 1 = all)")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=int(os.environ.get(sample_env, sample)),
+        help=f"run every Nth case (env {sample_env}; default {sample}; 1 = all)",
+    )
     parser.add_argument("--out", type=Path, default=out)
     parser.add_argument("--work", type=Path, default=work)
     parser.add_argument("--timeout", type=float, default=timeout, help="per-test limit in seconds")

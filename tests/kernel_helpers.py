@@ -49,9 +49,7 @@ def assert_same(got: np.ndarray, want) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-def assert_faithful(
-    actual: np.ndarray, exact: np.ndarray, dtype, noise: float | np.ndarray = 0.0
-) -> None:
+def assert_faithful(actual: np.ndarray, exact: np.ndarray, dtype, noise: float | np.ndarray = 0.0) -> None:
     """``actual`` has ``dtype`` and is within one ulp (of that dtype) of the float64 ``exact``,
     give or take ``noise`` (float64 rounding where the output cancels to ~0)."""
     assert actual.dtype == dtype, f"dtype {actual.dtype}, expected {np.dtype(dtype)}"

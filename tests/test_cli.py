@@ -120,12 +120,14 @@ def test_optimize_json_is_the_documented_schema(streaming, tmp_path, capsys):
 
 def test_pass_option_runs_only_the_named_passes(streaming, tmp_path, capsys):
     out_path = tmp_path / "renamed.mlpackage"
-    status, out, _ = run(capsys, "optimize", streaming, "-o", out_path, "--pass", "rename_duplicate_temporaries",
-                         "--json")
+    status, out, _ = run(
+        capsys, "optimize", streaming, "-o", out_path, "--pass", "rename_duplicate_temporaries", "--json"
+    )
     document = json.loads(out)
     assert status == 1  # written, but the refused windows are still there
     assert [p["name"] for p in document["passes"]] == [
-        "webnn::rename_duplicate_temporaries", "common::dead_code_elimination"
+        "webnn::rename_duplicate_temporaries",
+        "common::dead_code_elimination",
     ]
     assert sum(f["rule"] == REFUSED for f in document["findings"]["after"]) == 24
     assert out_path.is_dir()
@@ -135,12 +137,12 @@ def window_of_runtime_concat():
     """The concat pass refuses this window: one concat input has a run-time size."""
     frames = get_new_symbol()
 
-    @mb.program(input_specs=[mb.TensorSpec((1, 4, 8)), mb.TensorSpec((1, 4, frames))],
-                opset_version=ct.target.iOS17)
+    @mb.program(input_specs=[mb.TensorSpec((1, 4, 8)), mb.TensorSpec((1, 4, frames))], opset_version=ct.target.iOS17)
     def prog(cache, x):
         joined = mb.concat(values=(cache, x), axis=-1, name="joined")
-        window = mb.slice_by_index(x=joined, begin=[0, 0, 7], end=[0, 0, 15],
-                                   end_mask=[True, True, False], name="window")
+        window = mb.slice_by_index(
+            x=joined, begin=[0, 0, 7], end=[0, 0, 15], end_mask=[True, True, False], name="window"
+        )
         return mb.stack(values=(window, window), axis=0, name="out")
 
     return prog
@@ -152,15 +154,19 @@ def test_explain_says_why_each_refused_match_was_left(tmp_path, capsys):
     assert status == 0
     assert "webnn::concat_slice_to_slice_concat left 1 unchanged:" in out
     assert "  slice_by_index 'window': concat input 'x' has a run-time size on axis 2" in out
-    assert "findings left:\n  info: [slice-of-concat] slice_by_index 'window': concat input 'x' has a run-time size" in out
+    assert (
+        "findings left:\n  info: [slice-of-concat] slice_by_index 'window': concat input 'x' has a run-time size" in out
+    )
 
 
 def test_webnn_package_is_reported_then_fixed(tmp_path, capsys):
     """Duplicated bool temporaries and a cast to bool before select, as a WebNN converter writes."""
     f32, b, u8 = (hand.tensor_type(d, (2, 2)) for d in ("fp32", "bool", "uint8"))
     ops = [
-        hand.const("uint8_name", np.array("uint8")), hand.const("bool_name", np.array("bool")),
-        hand.const("one", np.float32(1)), hand.const("zero", np.float32(0)),
+        hand.const("uint8_name", np.array("uint8")),
+        hand.const("bool_name", np.array("bool")),
+        hand.const("one", np.float32(1)),
+        hand.const("zero", np.float32(0)),
         hand.operation("greater", [("t_bool", b)], {"x": "x", "y": "y"}),
         hand.operation("cast", [("t", u8)], {"x": "t_bool", "dtype": "uint8_name"}),
         hand.operation("cast", [("t_bool", b)], {"x": "t", "dtype": "bool_name"}),
@@ -176,7 +182,9 @@ def test_webnn_package_is_reported_then_fixed(tmp_path, capsys):
     document = json.loads(out)
     assert status == 0 and document["findings"]["after"] == []
     assert [f["rule"] for f in document["findings"]["before"]] == [
-        "duplicate-name", "non-bool-condition", "bool-simplification",
+        "duplicate-name",
+        "non-bool-condition",
+        "bool-simplification",
     ]
     assert run(capsys, "lint", fixed)[0] == 0
     assert_equivalent(mlpackage.load(source), mlpackage.load(fixed), trials=3)
@@ -284,6 +292,7 @@ def truncated(fraction):
         data = (pkg / MODEL).read_bytes()
         (pkg / MODEL).write_bytes(data[: int(len(data) * fraction)] if fraction < 1 else data[:-1])
         return pkg, r"truncated"
+
     make.__name__ = f"truncated_{fraction}"
     return make
 
@@ -360,8 +369,10 @@ def model_path_is_a_folder(pkg, outside):
 def weight_offset_past_the_end(pkg, outside):
     size = (pkg / WEIGHTS).stat().st_size
     _edit_spec(pkg, lambda spec: setattr(_first_blob(spec).blobFileValue, "offset", size + 64))
-    return pkg, (rf"const '\w+' \(val\) in function 'main' reads offset {size + 64} of weight file "
-                 rf"'weights/weight.bin' \({size} bytes\): not a blob position")
+    return pkg, (
+        rf"const '\w+' \(val\) in function 'main' reads offset {size + 64} of weight file "
+        rf"'weights/weight.bin' \({size} bytes\): not a blob position"
+    )
 
 
 def weight_data_past_the_end(pkg, outside):
@@ -379,6 +390,7 @@ def weight_size_not_the_declared(pkg, outside):
     def grow(spec):
         value = _first_blob(spec)
         value.type.tensorType.dimensions[0].constant.size *= 2
+
     _edit_spec(pkg, grow)
     return pkg, r"declares 288 bytes of weights, but its blob in weight file 'weights/weight.bin' holds 144"
 
@@ -401,17 +413,36 @@ def op_coremltools_does_not_know(pkg, outside):
     def rename(spec):
         block = spec.mlProgram.functions["main"].block_specializations["CoreML7"]
         next(op for op in block.operations if op.type == "transpose").type = "frobnicate"
+
     _edit_spec(pkg, rename)
     return pkg, "coremltools cannot build the program: .*frobnicate"
 
 
 BROKEN = [
-    missing, plain_folder, manifest_not_json, corrupt_protobuf, truncated(0.5), truncated(0.9),
-    truncated(1), empty_model_file, neural_network_mlmodel, neural_network_package, missing_weight_file,
-    manifest_to_outside, manifest_absolute, symlinked_weight_file, symlinked_data_folder, symlinked_manifest,
-    symlinked_weights_folder, model_path_is_a_folder,
-    weight_offset_past_the_end, weight_data_past_the_end, weight_offset_not_a_blob,
-    weight_size_not_the_declared, weight_reference_climbing_out, weight_reference_absolute,
+    missing,
+    plain_folder,
+    manifest_not_json,
+    corrupt_protobuf,
+    truncated(0.5),
+    truncated(0.9),
+    truncated(1),
+    empty_model_file,
+    neural_network_mlmodel,
+    neural_network_package,
+    missing_weight_file,
+    manifest_to_outside,
+    manifest_absolute,
+    symlinked_weight_file,
+    symlinked_data_folder,
+    symlinked_manifest,
+    symlinked_weights_folder,
+    model_path_is_a_folder,
+    weight_offset_past_the_end,
+    weight_data_past_the_end,
+    weight_offset_not_a_blob,
+    weight_size_not_the_declared,
+    weight_reference_climbing_out,
+    weight_reference_absolute,
     op_coremltools_does_not_know,
 ]
 

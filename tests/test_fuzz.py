@@ -30,8 +30,7 @@ class SwapFirstTwo(RewritePattern):
 
     def rewrite(self, op, values, rewriter):
         swapped = (values[1], values[0], *values[2:])
-        new = rewriter.emit(op, "concat", op.name + "_swapped", values=swapped, axis=op.axis,
-                            interleave=op.interleave)
+        new = rewriter.emit(op, "concat", op.name + "_swapped", values=swapped, axis=op.axis, interleave=op.interleave)
         rewriter.replace(op.outputs[0], new)
 
 
@@ -132,9 +131,7 @@ def test_cli_exit_codes_and_output(capsys, monkeypatch):
 def test_progress_goes_to_stderr_at_every_tenth(capsys):
     assert main(["--pass", CORRECT, "--examples", "20", "--seed", "4"]) == 0
     captured = capsys.readouterr()
-    assert captured.err.splitlines() == [
-        f"{CORRECT}: {n} of 20 programs, 0 failures so far" for n in range(2, 20, 2)
-    ]
+    assert captured.err.splitlines() == [f"{CORRECT}: {n} of 20 programs, 0 failures so far" for n in range(2, 20, 2)]
     assert captured.out.startswith(f"{CORRECT}: 20 programs, 0 failures")
 
 

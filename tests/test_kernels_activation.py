@@ -118,9 +118,7 @@ ACTIVATIONS = {
         attributes={"mode": "TANH_APPROXIMATION"},
         torch_kernel=lambda x: F.gelu(x, approximate="tanh"),
     ),
-    "gelu_sigmoid": Activation(
-        "gelu", gelu_sigmoid_approximation, attributes={"mode": "SIGMOID_APPROXIMATION"}
-    ),
+    "gelu_sigmoid": Activation("gelu", gelu_sigmoid_approximation, attributes={"mode": "SIGMOID_APPROXIMATION"}),
     "elu": Activation("elu", elu, ("alpha",)),
     "leaky_relu": Activation("leaky_relu", leaky_relu, ("alpha",)),
     "thresholded_relu": Activation("thresholded_relu", thresholded_relu, ("alpha",)),

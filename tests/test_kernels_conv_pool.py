@@ -139,16 +139,12 @@ def test_conv_matches_torch(case):
 
     def torch_conv(x_t, w_t, b_t):
         if pad_type == "same" and set(strides) == {1}:  # torch's own "same" agrees at stride 1
-            return CONV[rank](
-                x_t, w_t, b_t, stride=1, padding="same", dilation=dilations, groups=groups
-            )
+            return CONV[rank](x_t, w_t, b_t, stride=1, padding="same", dilation=dilations, groups=groups)
         x_t = F.pad(x_t, torch_pad_arg(pads))
         return CONV[rank](x_t, w_t, b_t, stride=strides, dilation=dilations, groups=groups)
 
     expected = torch_conv(f64(x), f64(weight), f64(bias)).numpy()
-    magnitude = torch_conv(
-        f64(np.abs(x)), f64(np.abs(weight)), None if bias is None else f64(np.abs(bias))
-    ).numpy()
+    magnitude = torch_conv(f64(np.abs(x)), f64(np.abs(weight)), None if bias is None else f64(np.abs(bias))).numpy()
     torch32 = [None if a is None else torch.from_numpy(a) for a in (x, weight, bias)]
     expected32 = torch_conv(*torch32).numpy().astype(np.float64)
     assert_close(out, expected, magnitude, atol_factor=1e-12)  # float64 truth, rounded once
@@ -176,9 +172,7 @@ def test_depthwise_conv_chain_of_24_layers_c1024():
     channels, frames, layers = 1024, 16, 24
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, channels, frames)).astype(np.float32)
-    weights = [
-        (rng.standard_normal((channels, 1, 9)) / 3).astype(np.float32) for _ in range(layers)
-    ]
+    weights = [(rng.standard_normal((channels, 1, 9)) / 3).astype(np.float32) for _ in range(layers)]
 
     def chain(v):
         for w in weights:
@@ -264,9 +258,7 @@ def test_conv_transpose_matches_torch(case):
     if symmetric and all(e < max(s, d) for e, s, d in zip(extra, strides, dilations)):
         # torch's own padding and output_padding
         padding = [b for b, _ in custom]
-        expected = CONV_TRANSPOSE[rank](
-            f64(x), f64(weight), padding=padding, output_padding=extra, **layout
-        )
+        expected = CONV_TRANSPOSE[rank](f64(x), f64(weight), padding=padding, output_padding=extra, **layout)
     else:  # the uncropped result, cropped (or zero-extended) to the output window
         uncropped = CONV_TRANSPOSE[rank](f64(x), f64(weight), **layout)
         expected = torch.zeros((case["batch"], c_out, *out_sizes), dtype=torch.float64)
@@ -320,9 +312,7 @@ def pool_cases(draw, op: str, ceil_mode: bool):
 def _sum_pool(x_t, rank, kernels, strides, padding, ceil_mode):
     """Window sums (padding adds nothing): avg_pool with divisor 1; 1-D through 2-D."""
     if rank == 1:
-        x_t, kernels, strides, padding = (
-            x_t.unsqueeze(-2), [1, *kernels], [1, *strides], [0, *padding]
-        )
+        x_t, kernels, strides, padding = (x_t.unsqueeze(-2), [1, *kernels], [1, *strides], [0, *padding])
     pool = F.avg_pool3d if rank == 3 else F.avg_pool2d
     out = pool(x_t, kernels, strides, padding, ceil_mode=ceil_mode, divisor_override=1)
     return out.squeeze(-2) if rank == 1 else out
@@ -339,9 +329,7 @@ def torch_pool(case, x: np.ndarray) -> np.ndarray:
         if op == "l2_pool":  # lp_pool rescales clipped windows: sum the squares directly
             return _sum_pool(x_t * x_t, rank, kernels, strides, padding, True).sqrt().numpy()
         include = op == "avg_pool"
-        return AVG_POOL[rank](
-            x_t, kernels, strides, padding, ceil_mode=True, count_include_pad=include
-        ).numpy()
+        return AVG_POOL[rank](x_t, kernels, strides, padding, ceil_mode=True, count_include_pad=include).numpy()
     fill = -math.inf if op == "max_pool" else 0.0
     padded = F.pad(x_t, torch_pad_arg(pads), value=fill)
     if op == "max_pool":
@@ -405,14 +393,13 @@ def test_fp16_pools_stay_fp16(op):
     kwargs = dict(kernel_sizes=[2, 3], strides=[1, 2], pad_type="same")
     out = run_one_op(lambda v: getattr(mb, op)(x=v, **kwargs), x)
     assert out.dtype == np.float16
-    case = dict(op=op, rank=2, ceil_mode=False, pad_type="same", kernels=[2, 3],
-                strides=[1, 2], custom=None, sizes=[5, 6])
+    case = dict(
+        op=op, rank=2, ceil_mode=False, pad_type="same", kernels=[2, 3], strides=[1, 2], custom=None, sizes=[5, 6]
+    )
     np.testing.assert_array_equal(out, torch_pool(case, x).astype(np.float16))
 
 
-@pytest.mark.parametrize(
-    "opset", [ct.target.iOS15, ct.target.iOS16, ct.target.iOS17, ct.target.iOS18]
-)
+@pytest.mark.parametrize("opset", [ct.target.iOS15, ct.target.iOS16, ct.target.iOS17, ct.target.iOS18])
 def test_kernels_serve_every_opset(opset):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1, 2, 7)).astype(np.float32)
@@ -430,9 +417,7 @@ def test_pool_window_of_only_padding_raises_naming_the_op():
     x = np.ones((1, 1, 4), np.float32)
 
     def build(v):
-        return mb.max_pool(
-            x=v, kernel_sizes=[2], strides=[1], pad_type="custom", pad=[2, 0], name="padded_pool"
-        )
+        return mb.max_pool(x=v, kernel_sizes=[2], strides=[1], pad_type="custom", pad=[2, 0], name="padded_pool")
 
     message = r"'padded_pool' of type 'max_pool'.*window 0 .*no element of x"
     with pytest.raises(UnsupportedOpError, match=message):
@@ -444,9 +429,7 @@ def test_ceil_mode_window_past_x_raises():
     x = np.ones((1, 1, 5), np.float32)
 
     def build(v):
-        return mb.avg_pool(
-            x=v, kernel_sizes=[1], strides=[3], pad_type="valid", ceil_mode=True, name="past"
-        )
+        return mb.avg_pool(x=v, kernel_sizes=[1], strides=[3], pad_type="valid", ceil_mode=True, name="past")
 
     with pytest.raises(UnsupportedOpError, match=r"'past' of type 'avg_pool'.*window 2 "):
         run_one_op(build, x)

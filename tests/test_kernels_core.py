@@ -49,7 +49,6 @@ def arrays(shape, seed):
 @st.composite
 def windows(draw):
     shape = draw(shapes)
-    rank = len(shape)
     begin, end, stride, bmask, emask, smask = [], [], [], [], [], []
     for dim in shape:
         squeeze = draw(st.booleans()) and draw(st.booleans())
@@ -251,7 +250,9 @@ def test_select_broadcasts_like_torch_where():
     cond = np.array([[True], [False]])
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     got = run_one(lambda v: mb.select(cond=cond, a=v, b=mb.mul(x=v, y=-1.0)), x)
-    np.testing.assert_array_equal(got, torch.where(torch.from_numpy(cond), torch.from_numpy(x), -torch.from_numpy(x)).numpy())
+    np.testing.assert_array_equal(
+        got, torch.where(torch.from_numpy(cond), torch.from_numpy(x), -torch.from_numpy(x)).numpy()
+    )
 
 
 def test_squeeze_without_axes_keeps_a_symbolic_dim_that_is_one_at_run_time():

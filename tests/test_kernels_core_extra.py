@@ -148,6 +148,7 @@ def test_unary_domain_edges_follow_mil(op_type, x, dtype):
 
 # -- pow and threshold ------------------------------------------------------------------------
 
+
 @st.composite
 def broadcast_shapes(draw, shape):
     """A shape that broadcasts against ``shape``: a suffix of it, some dims set to 1."""
@@ -209,10 +210,14 @@ def test_threshold_is_torch_clamp_below(data):
 
 # -- reductions -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("op_type, arg, extremum", [
-    ("reduce_argmax", torch.argmax, torch.amax),
-    ("reduce_argmin", torch.argmin, torch.amin),
-])
+
+@pytest.mark.parametrize(
+    "op_type, arg, extremum",
+    [
+        ("reduce_argmax", torch.argmax, torch.amax),
+        ("reduce_argmin", torch.argmin, torch.amin),
+    ],
+)
 @given(data=st.data())
 def test_arg_reductions_match_torch(op_type, arg, extremum, data):
     """MIL leaves ties open ("the identity of the return value is not guaranteed"): the index

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import coremltools as ct
 import numpy as np
-import pytest
 from coremltools.converters.mil import Builder as mb
 from hypothesis import given, strategies as st
 
@@ -17,8 +16,9 @@ SCORES = np.array([[[-3.5], [9.4], [2.3], [0.7]]], np.float32)
 
 
 def test_coremltools_smoke_case():
-    build = lambda b, s: mb.non_maximum_suppression(boxes=b, scores=s, iou_threshold=0.2, score_threshold=0.4,
-                                                    max_boxes=2, per_class_suppression=True)
+    build = lambda b, s: mb.non_maximum_suppression(
+        boxes=b, scores=s, iou_threshold=0.2, score_threshold=0.4, max_boxes=2, per_class_suppression=True
+    )
     boxes, scores, indices, count = run(build, {"b": BOXES, "s": SCORES}, opset=ct.target.iOS15)
     assert_same(boxes, np.array([[[1, 1, 1, 1], [2, 2, 2, 2]]], np.float32))
     assert_same(scores, np.array([[[9.4], [2.3]]], np.float32))
@@ -28,8 +28,9 @@ def test_coremltools_smoke_case():
 
 def test_ios17_form_puts_the_box_axis_last_and_pads():
     build = lambda b, s: mb.non_maximum_suppression(boxes=b, scores=s, iou_threshold=0.2, max_boxes=5)
-    boxes, scores, indices = run(build, {"b": BOXES.transpose(0, 2, 1).copy(), "s": SCORES.transpose(0, 2, 1).copy()},
-                                 opset=ct.target.iOS17)
+    boxes, scores, indices = run(
+        build, {"b": BOXES.transpose(0, 2, 1).copy(), "s": SCORES.transpose(0, 2, 1).copy()}, opset=ct.target.iOS17
+    )
     # no score threshold: box 3 overlaps box 2 (IoU 2.25 / 10.75 > 0.2); the empty box 0 overlaps nothing
     assert_same(indices, np.array([[1, 2, 0, -1, -1]], np.int32))
     assert_same(boxes[0, :, 3:], np.zeros((4, 2), np.float32))
@@ -58,6 +59,7 @@ def test_greedy_selection_is_maximal_and_non_overlapping(seed, per_class):
                 assert _iou(corners[a], corners[[b]])[0] <= iou_threshold
     for i in np.flatnonzero(best > 0.2):
         if i not in kept:
-            assert any(same(i, k) and best[k] >= best[i] and _iou(corners[i], corners[[k]])[0] > iou_threshold
-                       for k in kept)
+            assert any(
+                same(i, k) and best[k] >= best[i] and _iou(corners[i], corners[[k]])[0] > iou_threshold for k in kept
+            )
     assert [best[k] for k in kept] == sorted((best[k] for k in kept), reverse=True)

@@ -19,12 +19,8 @@ torch = pytest.importorskip("torch", reason="torch is the oracle of these tests"
 F = torch.nn.functional
 
 IOS15, IOS16, IOS17 = ct.target.iOS15, ct.target.iOS16, ct.target.iOS17
-SAMPLING_MODES = [
-    "STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS", "UNALIGN_CORNERS"
-]
-BOX_MODES = [
-    "CORNERS_HEIGHT_FIRST", "CORNERS_WIDTH_FIRST", "CENTER_SIZE_HEIGHT_FIRST", "CENTER_SIZE_WIDTH_FIRST"
-]
+SAMPLING_MODES = ["STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS", "UNALIGN_CORNERS"]
+BOX_MODES = ["CORNERS_HEIGHT_FIRST", "CORNERS_WIDTH_FIRST", "CENTER_SIZE_HEIGHT_FIRST", "CENTER_SIZE_WIDTH_FIRST"]
 RTOL, ATOL = 1e-5, 1e-6
 
 
@@ -108,17 +104,14 @@ def test_depth_to_space_and_space_to_depth_match_coremltools_recorded_outputs():
 
 
 def upsample_nearest(scale_h, scale_w):
-    return lambda x: mb.upsample_nearest_neighbor(
-        x=x, scale_factor_height=scale_h, scale_factor_width=scale_w
-    )
+    return lambda x: mb.upsample_nearest_neighbor(x=x, scale_factor_height=scale_h, scale_factor_width=scale_w)
 
 
 def resize_nearest(x, s):
     return mb.resize(x=x, shape=s, resized_dims=np.uint32(2), interpolation_mode="NEAREST_NEIGHBOR")
 
 
-@given(seeds, images, st.sampled_from([1, 2, 3, 1.5, 0.5, 2.7, 0.67, 1.12]),
-       st.sampled_from([1, 2, 1.34, 0.75]))
+@given(seeds, images, st.sampled_from([1, 2, 3, 1.5, 0.5, 2.7, 0.67, 1.12]), st.sampled_from([1, 2, 1.34, 0.75]))
 def test_upsample_nearest_neighbor_matches_torch_nearest_at_the_output_size(seed, dims, sh, sw):
     scale_h, scale_w = scale_pair(sh, sw)
     x = normal(seed, dims)
@@ -157,8 +150,13 @@ def test_nearest_neighbor_matches_coremltools_recorded_outputs():
 
 
 def test_resize_nearest_neighbor_refuses_undocumented_sampling_modes():
-    build = lambda x: mb.resize(x=x, shape=[3, 3], resized_dims=np.uint32(2),
-                                interpolation_mode="NEAREST_NEIGHBOR", sampling_mode="OFFSET_CORNERS")
+    build = lambda x: mb.resize(
+        x=x,
+        shape=[3, 3],
+        resized_dims=np.uint32(2),
+        interpolation_mode="NEAREST_NEIGHBOR",
+        sampling_mode="OFFSET_CORNERS",
+    )
     with pytest.raises(UnsupportedOpError, match="OFFSET_CORNERS"):
         run(build, {"x": np.zeros((1, 2, 2), np.float32)})
 
@@ -197,15 +195,11 @@ def interp_reference(x, sizes, mode):
 
 
 def resize_bilinear(out_h, out_w, mode):
-    return lambda x: mb.resize_bilinear(
-        x=x, target_size_height=out_h, target_size_width=out_w, sampling_mode=mode
-    )
+    return lambda x: mb.resize_bilinear(x=x, target_size_height=out_h, target_size_width=out_w, sampling_mode=mode)
 
 
 def upsample_bilinear(scale_h, scale_w, **flags):
-    return lambda x: mb.upsample_bilinear(
-        x=x, scale_factor_height=scale_h, scale_factor_width=scale_w, **flags
-    )
+    return lambda x: mb.upsample_bilinear(x=x, scale_factor_height=scale_h, scale_factor_width=scale_w, **flags)
 
 
 @given(seeds, images, st.integers(1, 9), st.integers(1, 9), st.sampled_from(SAMPLING_MODES))
@@ -223,8 +217,12 @@ def test_resize_bilinear_matches_the_documented_grids(seed, dims, out_h, out_w, 
         assert_close(got, torch_out.numpy())
 
 
-@given(seeds, st.lists(st.integers(1, 4), min_size=3, max_size=3),
-       st.lists(st.integers(1, 7), min_size=3, max_size=3), st.booleans())
+@given(
+    seeds,
+    st.lists(st.integers(1, 4), min_size=3, max_size=3),
+    st.lists(st.integers(1, 7), min_size=3, max_size=3),
+    st.booleans(),
+)
 def test_resize_three_axes_matches_torch_trilinear(seed, spatial, size, align):
     if align and min(size) == 1:
         return
@@ -246,8 +244,14 @@ def test_resize_keeps_axes_whose_target_is_zero_and_refuses_linear_on_integers()
         run(build, {"x": np.zeros((1, 2, 2), np.int32)})
 
 
-@given(seeds, images, st.sampled_from([1, 2, 3, 0.5, 1.5, 2.5]), st.sampled_from([1, 2, 0.75, 1.7]),
-       st.booleans(), st.sampled_from([IOS15, IOS17]))
+@given(
+    seeds,
+    images,
+    st.sampled_from([1, 2, 3, 0.5, 1.5, 2.5]),
+    st.sampled_from([1, 2, 0.75, 1.7]),
+    st.booleans(),
+    st.sampled_from([IOS15, IOS17]),
+)
 def test_upsample_bilinear_matches_torch_with_recomputed_scale(seed, dims, sh, sw, align, opset):
     scale_h, scale_w = scale_pair(sh, sw)
     x = normal(seed, dims)
@@ -350,29 +354,43 @@ def encode_boxes(h0, w0, h1, w1, box_mode):
     return np.stack(encoded, axis=-1).astype(np.float32)
 
 
-@given(seeds, st.data(), st.sampled_from(["ALIGN_CORNERS", "STRICT_ALIGN_CORNERS"]), st.booleans(),
-       st.sampled_from(BOX_MODES))
+@given(
+    seeds,
+    st.data(),
+    st.sampled_from(["ALIGN_CORNERS", "STRICT_ALIGN_CORNERS"]),
+    st.booleans(),
+    st.sampled_from(BOX_MODES),
+)
 def test_crop_resize_matches_a_tf_crop_and_resize_loop(seed, data, mode, normalized, box_mode):
     rng = np.random.default_rng(seed)
-    batch, height, width, count, out_h, out_w = (
-        data.draw(st.integers(1, n)) for n in (2, 5, 5, 3, 4, 4)
-    )
+    batch, height, width, count, out_h, out_w = (data.draw(st.integers(1, n)) for n in (2, 5, 5, 3, 4, 4))
     x = normal(seed, (batch, 2, height, width))
     span = 1 if normalized else np.array([height - 1, width - 1] * 2)
     h0, w0, h1, w1 = (rng.uniform(-0.3, 1.3, size=(count, 4)) * span).T
     scale_h, scale_w = (height - 1, width - 1) if normalized else (1, 1)
     box_indices = rng.integers(0, batch, count).astype(np.int32)
-    want = np.stack([
-        loop_crop_and_resize(
-            x[box_indices[n]].astype(np.float64),
-            (h0[n] * scale_h, w0[n] * scale_w, h1[n] * scale_h, w1[n] * scale_w),
-            out_h, out_w, 2.5, center_when_one=mode == "ALIGN_CORNERS",
-        )
-        for n in range(count)
-    ]).astype(np.float32)
+    want = np.stack(
+        [
+            loop_crop_and_resize(
+                x[box_indices[n]].astype(np.float64),
+                (h0[n] * scale_h, w0[n] * scale_w, h1[n] * scale_h, w1[n] * scale_w),
+                out_h,
+                out_w,
+                2.5,
+                center_when_one=mode == "ALIGN_CORNERS",
+            )
+            for n in range(count)
+        ]
+    ).astype(np.float32)
     build = lambda x, b, i: mb.crop_resize(
-        x=x, boxes=b, box_indices=i, target_height=out_h, target_width=out_w,
-        normalized_coordinates=normalized, box_coordinate_mode=box_mode, sampling_mode=mode,
+        x=x,
+        boxes=b,
+        box_indices=i,
+        target_height=out_h,
+        target_width=out_w,
+        normalized_coordinates=normalized,
+        box_coordinate_mode=box_mode,
+        sampling_mode=mode,
         pad_value=2.5,
     )
     (got,) = run(build, {"x": x, "b": encode_boxes(h0, w0, h1, w1, box_mode), "i": box_indices})
@@ -380,9 +398,7 @@ def test_crop_resize_matches_a_tf_crop_and_resize_loop(seed, data, mode, normali
 
 
 def crop_resize_align(size, **kwargs):
-    return lambda x: mb.crop_resize(
-        x=x, target_height=size, target_width=size, sampling_mode="ALIGN_CORNERS", **kwargs
-    )
+    return lambda x: mb.crop_resize(x=x, target_height=size, target_width=size, sampling_mode="ALIGN_CORNERS", **kwargs)
 
 
 def test_crop_resize_matches_coremltools_recorded_outputs():
@@ -415,16 +431,24 @@ def test_crop_resize_with_four_coordinates_crops_every_image_of_the_batch():
     assert_close(got, x[None])
 
 
-@pytest.mark.parametrize("mode", ["DEFAULT", "OFFSET_CORNERS", "UNALIGN_CORNERS", "ALIGN_CORNERS",
-                                  "STRICT_ALIGN_CORNERS"])
+@pytest.mark.parametrize(
+    "mode", ["DEFAULT", "OFFSET_CORNERS", "UNALIGN_CORNERS", "ALIGN_CORNERS", "STRICT_ALIGN_CORNERS"]
+)
 @pytest.mark.parametrize("out_size", [(3, 7), (1, 2), (6, 4)])
 def test_crop_resize_of_the_whole_image_samples_what_resize_bilinear_samples(mode, out_size):
     x = np.random.default_rng(5).standard_normal((1, 2, 4, 5)).astype(np.float32)
     whole = np.array([[0, 0, 1, 1]], np.float32)
-    crop = lambda x: mb.crop_resize(x=x, boxes=whole, target_height=out_size[0], target_width=out_size[1],
-                                    normalized_coordinates=True, sampling_mode=mode)
-    resize = lambda x: mb.resize_bilinear(x=x, target_size_height=out_size[0], target_size_width=out_size[1],
-                                          sampling_mode=mode)
+    crop = lambda x: mb.crop_resize(
+        x=x,
+        boxes=whole,
+        target_height=out_size[0],
+        target_width=out_size[1],
+        normalized_coordinates=True,
+        sampling_mode=mode,
+    )
+    resize = lambda x: mb.resize_bilinear(
+        x=x, target_size_height=out_size[0], target_size_width=out_size[1], sampling_mode=mode
+    )
     (cropped,) = run(crop, {"x": x})
     (resized,) = run(resize, {"x": x})
     np.testing.assert_allclose(cropped, resized, rtol=0, atol=1e-6)
@@ -441,27 +465,43 @@ def test_crop_resize_unaligned_samples_pixel_centres_of_a_box_inside_the_image()
 
 # -- resample / affine ------------------------------------------------------------------------
 
-TORCH_PADDINGS = [("constant", False), ("constant", True), ("border", False), ("border", True),
-                  ("reflection", True)]
+TORCH_PADDINGS = [("constant", False), ("constant", True), ("border", False), ("border", True), ("reflection", True)]
 
 
 def resample(sampling, padding, value, coordinates_mode, align):
     return lambda x, c: mb.resample(
-        x=x, coordinates=c, sampling_mode=sampling, padding_mode=padding, padding_value=value,
-        coordinates_mode=coordinates_mode, align_corners=align,
+        x=x,
+        coordinates=c,
+        sampling_mode=sampling,
+        padding_mode=padding,
+        padding_value=value,
+        coordinates_mode=coordinates_mode,
+        align_corners=align,
     )
 
 
 def affine(out_h, out_w):
     return lambda x, m: mb.affine(
-        x=x, transform_matrix=m, output_height=out_h, output_width=out_w, sampling_mode="bilinear",
-        padding_mode="constant", padding_value=0.0, coordinates_mode="normalized_minus_one_to_one",
+        x=x,
+        transform_matrix=m,
+        output_height=out_h,
+        output_width=out_w,
+        sampling_mode="bilinear",
+        padding_mode="constant",
+        padding_value=0.0,
+        coordinates_mode="normalized_minus_one_to_one",
         align_corners=True,
     )
 
 
-@given(seeds, images, st.integers(1, 5), st.integers(1, 5), st.sampled_from(["bilinear", "nearest"]),
-       st.sampled_from(TORCH_PADDINGS))
+@given(
+    seeds,
+    images,
+    st.integers(1, 5),
+    st.integers(1, 5),
+    st.sampled_from(["bilinear", "nearest"]),
+    st.sampled_from(TORCH_PADDINGS),
+)
 def test_resample_matches_torch_grid_sample(seed, dims, out_h, out_w, sampling, padding):
     padding_mode, align = padding
     x = normal(seed, dims)

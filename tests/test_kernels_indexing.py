@@ -52,11 +52,13 @@ def test_gather_along_axis_matches_torch_gather(shape, seed, data, dtype):
     positive = rng.integers(0, size, size=index_shape)
     negative = positive - size * rng.integers(0, 2, size=index_shape)  # iOS15/16 allow -size..-1
     want = torch.gather(t(x), axis, t(positive)).numpy()
-    (got,) = run(lambda x, i: mb.gather_along_axis(x=x, indices=i, axis=axis),
-                 {"x": x, "i": positive.astype(np.int32)})
+    (got,) = run(lambda x, i: mb.gather_along_axis(x=x, indices=i, axis=axis), {"x": x, "i": positive.astype(np.int32)})
     assert_same(got, want)
-    (got,) = run(lambda x, i: mb.gather_along_axis(x=x, indices=i, axis=axis),
-                 {"x": x, "i": negative.astype(np.int32)}, opset=IOS16)
+    (got,) = run(
+        lambda x, i: mb.gather_along_axis(x=x, indices=i, axis=axis),
+        {"x": x, "i": negative.astype(np.int32)},
+        opset=IOS16,
+    )
     assert_same(got, want)
 
 
@@ -118,8 +120,13 @@ def loop_scatter(data, positions, updates, mode):
     """Reference: apply ``updates[k]`` at ``positions[k]`` (tuples) one at a time."""
     out = data.astype(np.float64 if data.dtype.kind == "f" else data.dtype).copy()
     combine = {
-        "update": lambda a, b: b, "add": lambda a, b: a + b, "sub": lambda a, b: a - b,
-        "mul": lambda a, b: a * b, "div": lambda a, b: a / b, "max": max, "min": min,
+        "update": lambda a, b: b,
+        "add": lambda a, b: a + b,
+        "sub": lambda a, b: a - b,
+        "mul": lambda a, b: a * b,
+        "div": lambda a, b: a / b,
+        "max": max,
+        "min": min,
     }[mode]
     for position, value in zip(positions, updates):
         out[position] = combine(out[position], value)
@@ -241,15 +248,13 @@ def scatter_program(mode=None, op="scatter", validate_indices=None):
 
 
 def test_scatter_default_mode_is_add_and_ios15_takes_negative_indices():
-    feeds = {"d": np.zeros((3, 2), np.float32), "i": np.array([-1, 2], np.int32),
-             "u": np.ones((2, 2), np.float32)}
+    feeds = {"d": np.zeros((3, 2), np.float32), "i": np.array([-1, 2], np.int32), "u": np.ones((2, 2), np.float32)}
     (got,) = run(scatter_program(), feeds, opset=IOS15)
     assert_same(got, np.array([[0, 0], [0, 0], [2, 2]], np.float32))
 
 
 def test_scatter_update_with_duplicate_indices_keeps_the_last_write():
-    feeds = {"d": np.zeros((3,), np.float32), "i": np.array([1, 1, 1], np.int32),
-             "u": np.array([1, 2, 3], np.float32)}
+    feeds = {"d": np.zeros((3,), np.float32), "i": np.array([1, 1, 1], np.int32), "u": np.array([1, 2, 3], np.float32)}
     (got,) = run(scatter_program("update"), feeds)
     assert_same(got, np.array([0, 3, 0], np.float32))
 
@@ -264,10 +269,13 @@ def test_scatter_refuses_integer_div_unknown_modes_and_out_of_range_indices():
         run(scatter_program(op="scatter_nd", validate_indices=True), {**feeds, "i": np.array([[3]], np.int32)})
 
 
-@pytest.mark.parametrize("op, indices", [
-    ("scatter", [[-1, 0], [10, 0]]),
-    ("scatter_nd", [[[-1], [0]], [[10], [0]]]),
-])
+@pytest.mark.parametrize(
+    "op, indices",
+    [
+        ("scatter", [[-1, 0], [10, 0]]),
+        ("scatter_nd", [[[-1], [0]], [[10], [0]]]),
+    ],
+)
 def test_unvalidated_scatter_drops_out_of_range_updates_and_validated_fails_the_prediction(op, indices):
     data = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
     updates = np.array([[5, 6, 7], [8, 9, 10]], np.float32)
@@ -280,8 +288,11 @@ def test_unvalidated_scatter_drops_out_of_range_updates_and_validated_fails_the_
 
 
 def test_unvalidated_scatter_along_axis_drops_out_of_range_updates():
-    feeds = {"d": np.zeros((2, 2), np.float32), "i": np.array([[0, 5], [-1, 1]], np.int32),
-             "u": np.array([[1, 2], [3, 4]], np.float32)}
+    feeds = {
+        "d": np.zeros((2, 2), np.float32),
+        "i": np.array([[0, 5], [-1, 1]], np.int32),
+        "u": np.array([[1, 2], [3, 4]], np.float32),
+    }
     (got,) = run(scatter_program(op="scatter_along_axis"), feeds)
     assert_same(got, np.array([[1, 0], [0, 4]], np.float32))
 
@@ -307,9 +318,7 @@ def test_one_hot_matches_torch_one_hot(shape, seed, data, dtype):
     indices = rng.integers(0, depth, size=shape).astype(np.int32)
     hot = torch.nn.functional.one_hot(t(indices.astype(np.int64)), depth).movedim(-1, axis).numpy()
     want = np.where(hot == 1, on, off).astype(dtype)
-    build = lambda i: mb.one_hot(
-        indices=i, one_hot_vector_size=depth, axis=axis, on_value=on, off_value=off
-    )
+    build = lambda i: mb.one_hot(indices=i, one_hot_vector_size=depth, axis=axis, on_value=on, off_value=off)
     (got,) = run(build, {"i": indices})
     assert_same(got, want)
 
@@ -347,8 +356,13 @@ def test_slice_update_writes_the_slice_by_index_window(window, seed, dtype):
     rng = np.random.default_rng(seed)
     x = small_ints(rng, shape, dtype, 0, 2) if dtype == np.bool_ else small_ints(rng, shape, dtype)
     slices = solve_slice_by_index_slice(
-        shape, list(params["begin"]), list(params["end"]), list(params["stride"]),
-        list(params["begin_mask"]), list(params["end_mask"]), list(params["squeeze_mask"]),
+        shape,
+        list(params["begin"]),
+        list(params["end"]),
+        list(params["stride"]),
+        list(params["begin_mask"]),
+        list(params["end_mask"]),
+        list(params["squeeze_mask"]),
     )
     want = x.copy()
     region_shape = want[slices].shape  # squeezed axes are kept here, with size 1
@@ -356,8 +370,13 @@ def test_slice_update_writes_the_slice_by_index_window(window, seed, dtype):
     if 0 in region_shape:
         return  # coremltools refuses empty windows at build time
     declared = solve_slice_by_index_shape(
-        shape, params["begin"], params["end"], params["stride"],
-        params["begin_mask"], params["end_mask"], params["squeeze_mask"],
+        shape,
+        params["begin"],
+        params["end"],
+        params["stride"],
+        params["begin_mask"],
+        params["end_mask"],
+        params["squeeze_mask"],
     )
     if tuple(declared) != update_shape:
         return  # coremltools' shape solver disagrees with its own slices (end < -size)
@@ -437,8 +456,19 @@ def test_space_to_batch_and_back_match_a_loop(seed, data, dtype):
 
 def test_space_to_batch_and_batch_to_space_match_coremltools_recorded_outputs():
     x = np.array([[[[1, 2, 3, 4], [5, 6, 7, 8]]], [[[9, 10, 11, 12], [13, 14, 15, 16]]]], np.float32)
-    batched = np.array([[[[0, 1, 3]]], [[[0, 9, 11]]], [[[0, 2, 4]]], [[[0, 10, 12]]],
-                        [[[0, 5, 7]]], [[[0, 13, 15]]], [[[0, 6, 8]]], [[[0, 14, 16]]]], np.float32)
+    batched = np.array(
+        [
+            [[[0, 1, 3]]],
+            [[[0, 9, 11]]],
+            [[[0, 2, 4]]],
+            [[[0, 10, 12]]],
+            [[[0, 5, 7]]],
+            [[[0, 13, 15]]],
+            [[[0, 6, 8]]],
+            [[[0, 14, 16]]],
+        ],
+        np.float32,
+    )
     (got,) = run(lambda x: mb.space_to_batch(x=x, block_shape=[2, 2], paddings=[[0, 0], [2, 0]]), {"x": x})
     assert_same(got, batched)
     (got,) = run(lambda x: mb.batch_to_space(x=x, block_shape=[2, 2], crops=[[0, 0], [2, 0]]), {"x": batched})

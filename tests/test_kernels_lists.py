@@ -57,7 +57,9 @@ def test_a_fixed_length_list_refuses_a_write_past_its_end_and_reads_are_bounded(
         ls = mb.make_list(init_length=2, elem_shape=(1,), dynamic_length=False)
         return mb.list_read(ls=mb.list_write(ls=ls, index=2, value=a), index=0)
 
-    with pytest.raises(IndexError, match="list_write '.*': input 'index' is 2, past the end of a fixed-length list of length 2"):
+    with pytest.raises(
+        IndexError, match="list_write '.*': input 'index' is 2, past the end of a fixed-length list of length 2"
+    ):
         run(grow, {"a": np.ones(1, np.float32)}, opset=ct.target.iOS15)
 
     def read_past(a):

@@ -76,8 +76,12 @@ def standardization_terms(x, center, variance, epsilon, gamma=None, beta=None) -
 def per_channel_standardization_terms(x, center, variance, op, kwargs: dict) -> np.ndarray:
     """``standardization_terms`` with ``op``'s stored epsilon and ``kwargs``' ``[C]`` gamma / beta."""
     return standardization_terms(
-        x.astype(np.float64), center, variance, float(stored(op, "epsilon")),
-        along_channels(kwargs.get("gamma"), x.ndim), along_channels(kwargs.get("beta"), x.ndim),
+        x.astype(np.float64),
+        center,
+        variance,
+        float(stored(op, "epsilon")),
+        along_channels(kwargs.get("gamma"), x.ndim),
+        along_channels(kwargs.get("beta"), x.ndim),
     )
 
 
@@ -149,8 +153,13 @@ def test_batch_norm(data):
 
     def reference(t, dtype):
         return F.batch_norm(
-            t, tensor(mean, dtype), tensor(variance, dtype), tensor(kwargs.get("gamma"), dtype),
-            tensor(kwargs.get("beta"), dtype), training=False, eps=float(stored(op, "epsilon")),
+            t,
+            tensor(mean, dtype),
+            tensor(variance, dtype),
+            tensor(kwargs.get("gamma"), dtype),
+            tensor(kwargs.get("beta"), dtype),
+            training=False,
+            eps=float(stored(op, "epsilon")),
         )
 
     terms = per_channel_standardization_terms(
@@ -169,7 +178,9 @@ def test_instance_norm(data):
 
     def reference(t, dtype):
         return F.instance_norm(
-            t, weight=tensor(kwargs.get("gamma"), dtype), bias=tensor(kwargs.get("beta"), dtype),
+            t,
+            weight=tensor(kwargs.get("gamma"), dtype),
+            bias=tensor(kwargs.get("beta"), dtype),
             eps=float(stored(op, "epsilon")),
         )
 
@@ -202,7 +213,10 @@ def test_layer_norm(data):
     def reference(t, dtype):
         moved = t.permute(order)
         result = F.layer_norm(
-            moved, param_shape, tensor(kwargs.get("gamma"), dtype), tensor(kwargs.get("beta"), dtype),
+            moved,
+            param_shape,
+            tensor(kwargs.get("gamma"), dtype),
+            tensor(kwargs.get("beta"), dtype),
             eps=float(stored(op, "epsilon")),
         )
         return result.permute(list(np.argsort(order)))
@@ -211,7 +225,9 @@ def test_layer_norm(data):
     broadcast = [x.shape[i] if i in normalized else 1 for i in range(rank)]
     gamma, beta = (kwargs.get(name) for name in ("gamma", "beta"))
     terms = standardization_terms(
-        wide, wide.mean(axis=axes_tuple, keepdims=True), wide.var(axis=axes_tuple, keepdims=True),
+        wide,
+        wide.mean(axis=axes_tuple, keepdims=True),
+        wide.var(axis=axes_tuple, keepdims=True),
         float(stored(op, "epsilon")),
         None if gamma is None else gamma.astype(np.float64).reshape(broadcast),
         None if beta is None else beta.astype(np.float64).reshape(broadcast),
@@ -278,9 +294,7 @@ def test_local_response_norm_rank3_matches_coremltools_expectation():
 def test_local_response_norm_window_placement():
     """Channel c sums channels c - (size - 1) // 2 .. c + size // 2 (zero beyond the ends)."""
     x = np.array([1.0, 2.0, 3.0, 4.0], np.float32).reshape(1, 4, 1, 1)
-    out, _ = run_one_op(
-        lambda v: mb.local_response_norm(x=v, size=2, alpha=2.0, beta=1.0, k=1.0), x, ct.target.iOS17
-    )
+    out, _ = run_one_op(lambda v: mb.local_response_norm(x=v, size=2, alpha=2.0, beta=1.0, k=1.0), x, ct.target.iOS17)
     window_sums = np.array([1 + 4, 4 + 9, 9 + 16, 16], np.float64)  # (c, c + 1)
     np.testing.assert_allclose(out.ravel(), x.ravel() / (1.0 + window_sums), rtol=1e-7)
 

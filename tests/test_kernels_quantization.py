@@ -370,7 +370,9 @@ def test_constexpr_blockwise_shift_scale(data, data_type, scale_dtype, seed):
     offset_type = data.draw(st.sampled_from([None, data_type, "fp16", "fp32"]))
     offset = None if offset_type is None else draw_data(rng, offset_type, blocks)
     kwargs = {} if offset is None else {"offset": offset}
-    (out,) = run_constexpr(lambda: mb.constexpr_blockwise_shift_scale(data=values, scale=scale, **kwargs), ct.target.iOS18)
+    (out,) = run_constexpr(
+        lambda: mb.constexpr_blockwise_shift_scale(data=values, scale=scale, **kwargs), ct.target.iOS18
+    )
 
     expected = np.empty(shape, np.float64)
     for index in np.ndindex(*shape):
@@ -510,4 +512,3 @@ ALL_OPS = [
 
 def test_every_quantization_op_has_a_kernel():
     assert [op for op in ALL_OPS if op not in KERNELS] == []
-

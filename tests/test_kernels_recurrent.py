@@ -47,8 +47,18 @@ def test_rnn_matches_torch(direction, output_sequence):
     w_ih, w_hh = _np(cell.weight_ih_l0), _np(cell.weight_hh_l0)
     bias = _np(cell.bias_ih_l0 + cell.bias_hh_l0)
     x, h0 = _x(), _h(1)
-    out, h = run(lambda x, h0: mb.rnn(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, bias=bias,
-                                      direction=direction, output_sequence=output_sequence), {"x": x, "h0": h0})
+    out, h = run(
+        lambda x, h0: mb.rnn(
+            x=x,
+            initial_h=h0,
+            weight_ih=w_ih,
+            weight_hh=w_hh,
+            bias=bias,
+            direction=direction,
+            output_sequence=output_sequence,
+        ),
+        {"x": x, "h0": h0},
+    )
     want_out, want_h = cell(_torch_in(x, direction == "reverse"), torch.from_numpy(h0)[None])
     _close(out, _np(want_out) if output_sequence else _np(want_h))
     _close(h, _np(want_h)[0])
@@ -65,8 +75,11 @@ def _ifoz(weight: np.ndarray) -> np.ndarray:
 
 def _lstm_weights(cell, suffix: str = "") -> dict[str, np.ndarray]:
     get = lambda name: _np(getattr(cell, name + suffix))  # noqa: E731
-    return {"weight_ih": _ifoz(get("weight_ih_l0")), "weight_hh": _ifoz(get("weight_hh_l0")),
-            "bias": _ifoz(get("bias_ih_l0") + get("bias_hh_l0"))}
+    return {
+        "weight_ih": _ifoz(get("weight_ih_l0")),
+        "weight_hh": _ifoz(get("weight_hh_l0")),
+        "bias": _ifoz(get("bias_ih_l0") + get("bias_hh_l0")),
+    }
 
 
 @pytest.mark.parametrize("direction", ["forward", "reverse"])
@@ -76,11 +89,15 @@ def test_lstm_matches_torch(direction, output_sequence):
     cell = torch.nn.LSTM(INPUT, HIDDEN)
     weights = _lstm_weights(cell)
     x, h0, c0 = _x(), _h(2), _h(3)
-    out, h, c = run(lambda x, h0, c0: mb.lstm(x=x, initial_h=h0, initial_c=c0, direction=direction,
-                                              output_sequence=output_sequence, **weights),
-                    {"x": x, "h0": h0, "c0": c0})
-    want_out, (want_h, want_c) = cell(_torch_in(x, direction == "reverse"),
-                                      (torch.from_numpy(h0)[None], torch.from_numpy(c0)[None]))
+    out, h, c = run(
+        lambda x, h0, c0: mb.lstm(
+            x=x, initial_h=h0, initial_c=c0, direction=direction, output_sequence=output_sequence, **weights
+        ),
+        {"x": x, "h0": h0, "c0": c0},
+    )
+    want_out, (want_h, want_c) = cell(
+        _torch_in(x, direction == "reverse"), (torch.from_numpy(h0)[None], torch.from_numpy(c0)[None])
+    )
     _close(out, _np(want_out) if output_sequence else _np(want_h))
     _close(h, _np(want_h)[0])
     _close(c, _np(want_c)[0])
@@ -93,9 +110,18 @@ def test_bidirectional_lstm_matches_torch(output_sequence):
     forward, backward = _lstm_weights(cell), _lstm_weights(cell, "_reverse")
     back = {f"{name}_back": value for name, value in backward.items()}
     x, h0, c0 = _x(), _h(4, 2), _h(5, 2)
-    out, h, c = run(lambda x, h0, c0: mb.lstm(x=x, initial_h=h0, initial_c=c0, direction="bidirectional",
-                                              output_sequence=output_sequence, **forward, **back),
-                    {"x": x, "h0": h0, "c0": c0})
+    out, h, c = run(
+        lambda x, h0, c0: mb.lstm(
+            x=x,
+            initial_h=h0,
+            initial_c=c0,
+            direction="bidirectional",
+            output_sequence=output_sequence,
+            **forward,
+            **back,
+        ),
+        {"x": x, "h0": h0, "c0": c0},
+    )
     as_torch = lambda s: torch.from_numpy(np.stack([s[:, :HIDDEN], s[:, HIDDEN:]]))  # noqa: E731
     want_out, (want_h, want_c) = cell(torch.from_numpy(x), (as_torch(h0), as_torch(c0)))
     final = np.concatenate(list(_np(want_h)), axis=-1)  # [forward | backward] final states
@@ -112,8 +138,9 @@ def test_lstm_clip_bounds_the_cell_state_and_a_loose_clip_changes_nothing():
     feeds = {"x": x, "h0": h0, "c0": c0}
 
     def build(clip):
-        return lambda x, h0, c0: mb.lstm(x=x, initial_h=h0, initial_c=c0, output_sequence=True,
-                                         clip=np.float32(clip), **weights)
+        return lambda x, h0, c0: mb.lstm(
+            x=x, initial_h=h0, initial_c=c0, output_sequence=True, clip=np.float32(clip), **weights
+        )
 
     free = run(build(1e6), feeds)
     without = run(lambda x, h0, c0: mb.lstm(x=x, initial_h=h0, initial_c=c0, output_sequence=True, **weights), feeds)
@@ -149,10 +176,21 @@ def test_ios18_gru_with_reset_after_matches_torch(direction, output_sequence):
     torch.manual_seed(4)
     cell = torch.nn.GRU(INPUT, HIDDEN)
     x, h0 = _x(), _h(8)
-    out, h = run(lambda x, h0: mb.gru(
-        x=x, initial_h=h0, weight_ih=_roz(_np(cell.weight_ih_l0)), weight_hh=_roz(_np(cell.weight_hh_l0)),
-        input_bias=_roz(_np(cell.bias_ih_l0)), bias=_roz(_np(cell.bias_hh_l0)), reset_after=True,
-        direction=direction, output_sequence=output_sequence), {"x": x, "h0": h0}, opset=ct.target.iOS18)
+    out, h = run(
+        lambda x, h0: mb.gru(
+            x=x,
+            initial_h=h0,
+            weight_ih=_roz(_np(cell.weight_ih_l0)),
+            weight_hh=_roz(_np(cell.weight_hh_l0)),
+            input_bias=_roz(_np(cell.bias_ih_l0)),
+            bias=_roz(_np(cell.bias_hh_l0)),
+            reset_after=True,
+            direction=direction,
+            output_sequence=output_sequence,
+        ),
+        {"x": x, "h0": h0},
+        opset=ct.target.iOS18,
+    )
     want_out, want_h = cell(_torch_in(x, direction == "reverse"), torch.from_numpy(h0)[None])
     _close(out, _np(want_out) if output_sequence else _np(want_h))
     _close(h, _np(want_h)[0])
@@ -169,9 +207,19 @@ def test_gru_resetting_before_the_product_matches_torch_where_the_orders_agree(o
         cell.bias_hh_l0[2:] = 0
     x, h0 = _x(), _h(9, hidden=1)
     bias = _roz(_np(cell.bias_ih_l0 + cell.bias_hh_l0))
-    out, h = run(lambda x, h0: mb.gru(
-        x=x, initial_h=h0, weight_ih=_roz(_np(cell.weight_ih_l0)), weight_hh=_roz(_np(cell.weight_hh_l0)),
-        bias=bias, direction=direction, output_sequence=True), {"x": x, "h0": h0}, opset=opset)
+    out, h = run(
+        lambda x, h0: mb.gru(
+            x=x,
+            initial_h=h0,
+            weight_ih=_roz(_np(cell.weight_ih_l0)),
+            weight_hh=_roz(_np(cell.weight_hh_l0)),
+            bias=bias,
+            direction=direction,
+            output_sequence=True,
+        ),
+        {"x": x, "h0": h0},
+        opset=opset,
+    )
     want_out, want_h = cell(_torch_in(x, direction == "reverse"), torch.from_numpy(h0)[None])
     _close(out, _np(want_out))
     _close(h, _np(want_h)[0])
@@ -186,8 +234,11 @@ def test_gru_resets_the_state_before_the_product_unless_reset_after():
     (x_r, x_o, x_z), (w_r, w_o, w_z) = (np.split(x[0] @ w_ih.T, 3, axis=-1), np.split(w_hh, 3))
     r, z = sig(x_r + h0 @ w_r.T), sig(x_z + h0 @ w_z.T)
     for reset_after, hidden in ((False, (r * h0) @ w_o.T), (True, r * (h0 @ w_o.T))):
-        _, h = run(lambda x, h0: mb.gru(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, reset_after=reset_after),
-                   {"x": x, "h0": h0}, opset=ct.target.iOS18)
+        _, h = run(
+            lambda x, h0: mb.gru(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, reset_after=reset_after),
+            {"x": x, "h0": h0},
+            opset=ct.target.iOS18,
+        )
         _close(h, (1 - z) * np.tanh(x_o + hidden) + z * h0)
 
 
@@ -198,8 +249,13 @@ def test_an_unknown_activation_or_direction_is_refused_with_the_op_named(op):
     class FakeOp:
         op_type, name = op, f"{op}_0"
 
-    args = {"x": _x(), "initial_h": _h(0), "weight_ih": np.zeros((3 * HIDDEN, INPUT), np.float32),
-            "weight_hh": np.zeros((3 * HIDDEN, HIDDEN), np.float32), "direction": "sideways"}
+    args = {
+        "x": _x(),
+        "initial_h": _h(0),
+        "weight_ih": np.zeros((3 * HIDDEN, INPUT), np.float32),
+        "weight_hh": np.zeros((3 * HIDDEN, HIDDEN), np.float32),
+        "direction": "sideways",
+    }
     with pytest.raises(ValueError, match=f"{op} '{op}_0': input 'direction' is 'sideways'"):
         KERNELS[op](FakeOp, args)
     with pytest.raises(NotImplementedError, match="activation 'swish'"):

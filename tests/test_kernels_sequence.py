@@ -20,17 +20,23 @@ def _expected(x: np.ndarray, lengths, seq_axis: int, batch_axis: int) -> np.ndar
     return out
 
 
-@pytest.mark.parametrize("seq_axis, batch_axis, lengths", [
-    (1, 0, [7, 2, 3, 5]),  # coremltools' own smoke test's layout
-    (0, 1, [0, 1, 3, 2]),
-    (-1, 0, [1, 4, 2, 7]),
-    (2, 3, [1, 2, 3, 4, 3]),
-])
+@pytest.mark.parametrize(
+    "seq_axis, batch_axis, lengths",
+    [
+        (1, 0, [7, 2, 3, 5]),  # coremltools' own smoke test's layout
+        (0, 1, [0, 1, 3, 2]),
+        (-1, 0, [1, 4, 2, 7]),
+        (2, 3, [1, 2, 3, 4, 3]),
+    ],
+)
 def test_reverse_sequence_reverses_the_first_lengths_of_each_slice(seq_axis, batch_axis, lengths):
-    shape = {(1, 0): (4, 7, 3, 5), (0, 1): (3, 4, 2, 5), (-1, 0): (4, 3, 2, 7), (2, 3): (2, 3, 4, 5)}[(seq_axis, batch_axis)]
+    shape = {(1, 0): (4, 7, 3, 5), (0, 1): (3, 4, 2, 5), (-1, 0): (4, 3, 2, 7), (2, 3): (2, 3, 4, 5)}[
+        (seq_axis, batch_axis)
+    ]
     x = np.arange(np.prod(shape), dtype=np.int32).reshape(shape)
-    build = lambda x: mb.reverse_sequence(x=x, lengths=np.array(lengths, np.int32), seq_axis=seq_axis,
-                                          batch_axis=batch_axis)
+    build = lambda x: mb.reverse_sequence(
+        x=x, lengths=np.array(lengths, np.int32), seq_axis=seq_axis, batch_axis=batch_axis
+    )
     (got,) = run(build, {"x": x})
     assert_same(got, _expected(x, lengths, seq_axis % x.ndim, batch_axis))
 

@@ -11,8 +11,10 @@ from suite_helpers import benchmark, run_cases  # noqa: E402
 
 
 def _backend(precision: str, opset: str, number: int) -> str:
-    return (f"compute_unit=ComputeUnit.CPU_ONLY-backend=BackendConfig(backend='mlprogram', precision='{precision}', "
-            f"opset_version=<AvailableTarget.{opset}: {number}>)")
+    return (
+        f"compute_unit=ComputeUnit.CPU_ONLY-backend=BackendConfig(backend='mlprogram', precision='{precision}', "
+        f"opset_version=<AvailableTarget.{opset}: {number}>)"
+    )
 
 
 FP16_15, FP32_15 = _backend("fp16", "iOS15", 6), _backend("fp32", "iOS15", 6)
@@ -59,8 +61,11 @@ def run(tmp_path_factory):
 def test_every_case_of_the_sample_predicts_and_passes(run):
     code, rows, _ = run
     assert sorted(rows) == sorted(CASES), "the sample did not run as chosen"
-    wrong = {case: (row["outcome"], row.get("message", "")) for case, row in rows.items()
-             if row["outcome"] != "agree" or row["predictions"] < 1}
+    wrong = {
+        case: (row["outcome"], row.get("message", ""))
+        for case, row in rows.items()
+        if row["outcome"] != "agree" or row["predictions"] < 1
+    }
     assert not wrong
     assert code == 0
 
@@ -75,10 +80,14 @@ def test_the_report_tables_the_sample_per_folder_and_precision(run):
 
 def test_a_failure_is_unexplained_unless_a_documented_cause_verifies_it():
     op_tests = benchmark("op_tests")
-    fp32 = (f"iOS18/test_recurrent.py::TestGRU::test_builder_to_backend_smoke[{_backend('fp32', 'iOS18', 9)}"
-            "-dtype=<class 'numpy.float16'>]")
-    message = ("Not equal to tolerance rtol=1e-05, atol=0.0001\nMax relative difference among violations: {}\n"
-               " ACTUAL: array([[[0.6514]]], dtype=float16)")
+    fp32 = (
+        f"iOS18/test_recurrent.py::TestGRU::test_builder_to_backend_smoke[{_backend('fp32', 'iOS18', 9)}"
+        "-dtype=<class 'numpy.float16'>]"
+    )
+    message = (
+        "Not equal to tolerance rtol=1e-05, atol=0.0001\nMax relative difference among violations: {}\n"
+        " ACTUAL: array([[[0.6514]]], dtype=float16)"
+    )
     within = {"nodeid": fp32, "outcome": "disagree", "predictions": 1, "message": message.format("0.0001824")}
     beyond = {**within, "message": message.format("0.01")}
     assert op_tests.category(within) == "documented"

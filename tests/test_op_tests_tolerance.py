@@ -44,17 +44,23 @@ def test_conv_transpose_stress_expectation_comes_from_the_unrounded_fp32_data():
     data = torch.randn(1, 12, 10, 14)
     weight16 = layer.weight.detach().numpy().astype(np.float16)
     x16 = data.numpy().astype(np.float16)
-    (got,) = run(lambda x: mb.conv_transpose(x=x, weight=weight16, pad_type="custom", pad=[2, 2, 3, 3], strides=[1, 1]), {"x": x16})
+    (got,) = run(
+        lambda x: mb.conv_transpose(x=x, weight=weight16, pad_type="custom", pad=[2, 2, 3, 3], strides=[1, 1]),
+        {"x": x16},
+    )
     as_tested = layer(data).detach().numpy().astype(np.float16)  # what the test expects
     on_program_data = torch.nn.functional.conv_transpose2d(
-        torch.from_numpy(x16.astype(np.float64)), torch.from_numpy(weight16.astype(np.float64)),
-        stride=(1, 1), padding=(2, 3)).numpy()
+        torch.from_numpy(x16.astype(np.float64)),
+        torch.from_numpy(weight16.astype(np.float64)),
+        stride=(1, 1),
+        padding=(2, 3),
+    ).numpy()
     assert not _within(got, as_tested)
     ulp = np.spacing(np.abs(on_program_data).astype(np.float16)).astype(np.float64)
     assert np.all(np.abs(got.astype(np.float64) - on_program_data) <= ulp)  # within an fp16 ulp of exact
     # within 2^-10 (an fp16 ulp at magnitude 1) of the test's value, or its relative 2^-10: inside the documented 2^-8
     difference = np.abs(got.astype(np.float64) - as_tested)
-    assert np.all(difference <= 2.0 ** -10 * np.maximum(1.0, np.abs(as_tested.astype(np.float64))))
+    assert np.all(difference <= 2.0**-10 * np.maximum(1.0, np.abs(as_tested.astype(np.float64))))
 
 
 def test_fp16_outputs_at_the_fp32_tolerance_fail_by_their_own_rounding():
@@ -69,8 +75,15 @@ def test_fp16_outputs_at_the_fp32_tolerance_fail_by_their_own_rounding():
 def test_crop_resize_ios16_expectation_7_899_is_a_typo_for_7_9():
     x = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
     roi = np.array([0, 0.5, 1.8, 1.0, 0.3], np.float32).reshape(1, 1, 5, 1, 1)
-    build = lambda x: mb.crop_resize(x=x, roi=roi, target_width=2, target_height=2, normalized_coordinates=True,
-                                     box_coordinate_mode="CORNERS_HEIGHT_FIRST", sampling_mode="ALIGN_CORNERS")
+    build = lambda x: mb.crop_resize(
+        x=x,
+        roi=roi,
+        target_width=2,
+        target_height=2,
+        normalized_coordinates=True,
+        box_coordinate_mode="CORNERS_HEIGHT_FIRST",
+        sampling_mode="ALIGN_CORNERS",
+    )
     (got,) = run(build, {"x": x}, opset=ct.target.iOS16)
     # row 1.5, column 0.9: halfway between 5.9 (row 1) and 9.9 (row 2)
     assert got[0, 0, 0, 0, 1] == pytest.approx(7.9, abs=1e-6)
@@ -86,8 +99,11 @@ def test_rnn_expectation_comes_from_the_unrounded_fp32_data():
     w_ih, w_hh = (getattr(layer, name).detach().numpy().astype(np.float16) for name in ("weight_ih_l0", "weight_hh_l0"))
     bias = (layer.bias_ih_l0 + layer.bias_hh_l0).detach().numpy().astype(np.float16)
     x16, h16 = x.numpy().astype(np.float16), h0[0].numpy().astype(np.float16)
-    out, _ = run(lambda x, h: mb.rnn(x=x, initial_h=h, weight_ih=w_ih, weight_hh=w_hh, bias=bias, output_sequence=True),
-                 {"x": x16, "h": h16}, opset=ct.target.iOS17)
+    out, _ = run(
+        lambda x, h: mb.rnn(x=x, initial_h=h, weight_ih=w_ih, weight_hh=w_hh, bias=bias, output_sequence=True),
+        {"x": x16, "h": h16},
+        opset=ct.target.iOS17,
+    )
     as_tested = layer(x, h0)[0].detach().numpy()  # what the test expects (fp32, unrounded data)
     h = h16.astype(np.float64)
     on_program_data = []
@@ -97,7 +113,7 @@ def test_rnn_expectation_comes_from_the_unrounded_fp32_data():
     ulp = np.spacing(np.abs(np.stack(on_program_data)).astype(np.float16)).astype(np.float64)
     assert np.all(np.abs(out.astype(np.float64) - np.stack(on_program_data)) <= ulp)  # within an fp16 ulp
     difference = np.abs(out.astype(np.float64) - as_tested)
-    assert not _within(out, as_tested) and difference.max() <= 2.0 ** -8  # the documented bound
+    assert not _within(out, as_tested) and difference.max() <= 2.0**-8  # the documented bound
 
 
 def test_compression_expectations_add_one_in_fp16_arithmetic():
@@ -121,4 +137,4 @@ def test_compression_expectations_add_one_in_fp16_arithmetic():
     np.testing.assert_array_equal(got, values.astype(np.float32) + 1)  # exact in fp32
     as_tested = values + 1  # fp16 + int: rounded to fp16, half an fp16 ulp of [1, 2) at most
     assert as_tested.dtype == np.float16
-    assert not _within(got, as_tested) and np.abs(got - as_tested.astype(np.float32)).max() <= 2.0 ** -11
+    assert not _within(got, as_tested) and np.abs(got - as_tested.astype(np.float32)).max() <= 2.0**-11

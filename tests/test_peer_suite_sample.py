@@ -59,8 +59,11 @@ def test_every_case_of_the_sample_agrees_with_torch_in_both_runs(runs):
     code, results, _ = runs
     for run, rows in results.items():
         assert sorted(rows) == sorted(CASES), f"{run}: the sample did not run as chosen"
-        wrong = {case: (row["outcome"], row.get("message", "")) for case, row in rows.items()
-                 if row["outcome"] != "agree" or row["predictions"] < 1}
+        wrong = {
+            case: (row["outcome"], row.get("message", ""))
+            for case, row in rows.items()
+            if row["outcome"] != "agree" or row["predictions"] < 1
+        }
         assert not wrong, f"{run}: {wrong}"
     assert code == 0
 

@@ -14,14 +14,19 @@ torch = pytest.importorskip("torch")
 def _convert(prog, **kwargs):
     kwargs.setdefault("compute_precision", ct.precision.FLOAT32)
     return ct.convert(
-        prog, convert_to="mlprogram", minimum_deployment_target=ct.target.iOS17,
-        skip_model_load=True, **kwargs,
+        prog,
+        convert_to="mlprogram",
+        minimum_deployment_target=ct.target.iOS17,
+        skip_model_load=True,
+        **kwargs,
     )
 
 
 def _affine_model():
-    @mb.program(input_specs=[mb.TensorSpec((2, 3)), mb.TensorSpec((3,), dtype=ct.converters.mil.mil.types.int32)],
-                opset_version=ct.target.iOS17)
+    @mb.program(
+        input_specs=[mb.TensorSpec((2, 3)), mb.TensorSpec((3,), dtype=ct.converters.mil.mil.types.int32)],
+        opset_version=ct.target.iOS17,
+    )
     def prog(x, k):
         scaled = mb.mul(x=x, y=mb.cast(x=k, dtype="fp32"), name="scaled")
         total = mb.reduce_sum(x=scaled, keep_dims=False, name="total")
@@ -38,8 +43,13 @@ class Affine(torch.nn.Module):
 def test_outputs_keyed_and_ordered_by_the_description_and_match_torch():
     x = torch.randn(3, 4)
     traced = torch.jit.trace(Affine().eval(), x)
-    model = ct.convert(traced, inputs=[ct.TensorType(name="x", shape=x.shape)], convert_to="mlprogram",
-                       compute_precision=ct.precision.FLOAT32, skip_model_load=True)
+    model = ct.convert(
+        traced,
+        inputs=[ct.TensorType(name="x", shape=x.shape)],
+        convert_to="mlprogram",
+        compute_precision=ct.precision.FLOAT32,
+        skip_model_load=True,
+    )
     out = predict(model, {"x": x.numpy()})
     names = [feature.name for feature in model.get_spec().description.output]
     assert list(out) == names
@@ -85,8 +95,10 @@ def test_model_loaded_from_a_package_matches_the_converted_one(tmp_path):
     model.save(str(path))
     loaded = ct.models.MLModel(str(path), skip_model_load=True)
     assert loaded._mil_program is None
-    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32),
-             "k": np.array([3, -2, 5], np.int32)}
+    feeds = {
+        "x": np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32),
+        "k": np.array([3, -2, 5], np.int32),
+    }
     want = predict(model, feeds)
     got = predict(loaded, feeds)
     assert list(got) == list(want)
@@ -97,8 +109,13 @@ def test_model_loaded_from_a_package_matches_the_converted_one(tmp_path):
 def test_model_with_weights_loaded_from_a_package(tmp_path):
     conv = torch.nn.Conv1d(4, 6, 3).eval()
     x = torch.randn(1, 4, 10)
-    model = ct.convert(torch.jit.trace(conv, x), inputs=[ct.TensorType(name="x", shape=x.shape)],
-                       convert_to="mlprogram", compute_precision=ct.precision.FLOAT32, skip_model_load=True)
+    model = ct.convert(
+        torch.jit.trace(conv, x),
+        inputs=[ct.TensorType(name="x", shape=x.shape)],
+        convert_to="mlprogram",
+        compute_precision=ct.precision.FLOAT32,
+        skip_model_load=True,
+    )
     path = tmp_path / "conv.mlpackage"
     model.save(str(path))
     loaded = ct.models.MLModel(str(path), skip_model_load=True)
@@ -131,8 +148,12 @@ def test_data_must_be_a_dict_or_list_of_dicts():
 
 def test_neural_network_model_is_refused_clearly():
     x = torch.randn(2, 3)
-    model = ct.convert(torch.jit.trace(Affine().eval(), x), inputs=[ct.TensorType(name="x", shape=x.shape)],
-                       convert_to="neuralnetwork", skip_model_load=True)
+    model = ct.convert(
+        torch.jit.trace(Affine().eval(), x),
+        inputs=[ct.TensorType(name="x", shape=x.shape)],
+        convert_to="neuralnetwork",
+        skip_model_load=True,
+    )
     with pytest.raises(NotAnMLProgramError, match="'neuralNetwork' model, which has no MIL program"):
         predict(model, {"x": x.numpy()})
 
@@ -165,7 +186,9 @@ def _image_model(layout, out_layout=None):
     return ct.convert(
         torch.jit.trace(Scale().eval(), x),
         inputs=[ct.ImageType(name="image", shape=x.shape, color_layout=layout)],
-        outputs=outputs, convert_to="mlprogram", minimum_deployment_target=target,
+        outputs=outputs,
+        convert_to="mlprogram",
+        minimum_deployment_target=target,
         compute_precision=ct.precision.FLOAT32 if layout != ct.colorlayout.GRAYSCALE_FLOAT16 else None,
         skip_model_load=True,
     )
@@ -236,17 +259,26 @@ class Recurrent(torch.nn.Module):
         return self.layer(x)
 
 
-@pytest.mark.parametrize("layer", [
-    torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True),
-    torch.nn.LSTM(3, 4, bias=False),
-    torch.nn.RNN(3, 4, num_layers=2, nonlinearity="relu"),
-], ids=["lstm-bidirectional-2-layers", "lstm-no-bias", "rnn-relu-2-layers"])
+@pytest.mark.parametrize(
+    "layer",
+    [
+        torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True),
+        torch.nn.LSTM(3, 4, bias=False),
+        torch.nn.RNN(3, 4, num_layers=2, nonlinearity="relu"),
+    ],
+    ids=["lstm-bidirectional-2-layers", "lstm-no-bias", "rnn-relu-2-layers"],
+)
 def test_recurrent_models_match_torch(layer):
     torch.manual_seed(0)
     model = Recurrent(layer).eval()
     x = torch.randn(2, 5, 3)
-    converted = ct.convert(torch.jit.trace(model, x), inputs=[ct.TensorType(name="x", shape=x.shape)],
-                           convert_to="mlprogram", compute_precision=ct.precision.FLOAT32, skip_model_load=True)
+    converted = ct.convert(
+        torch.jit.trace(model, x),
+        inputs=[ct.TensorType(name="x", shape=x.shape)],
+        convert_to="mlprogram",
+        compute_precision=ct.precision.FLOAT32,
+        skip_model_load=True,
+    )
     out = list(predict(converted, {"x": x.numpy()}).values())
     output, states = model(x)
     want = [output] + (list(states) if isinstance(states, tuple) else [states])
@@ -260,11 +292,22 @@ def _lstm_program(direction, peephole=None, hidden=2, steps=3):
     weight_ih = rng.standard_normal((4 * hidden, 3)).astype(np.float32)
     weight_hh = rng.standard_normal((4 * hidden, hidden)).astype(np.float32)
 
-    @mb.program(input_specs=[mb.TensorSpec((steps, 1, 3)), mb.TensorSpec((1, hidden)), mb.TensorSpec((1, hidden))],
-                opset_version=ct.target.iOS17)
+    @mb.program(
+        input_specs=[mb.TensorSpec((steps, 1, 3)), mb.TensorSpec((1, hidden)), mb.TensorSpec((1, hidden))],
+        opset_version=ct.target.iOS17,
+    )
     def prog(x, h, c):
-        return mb.lstm(x=x, initial_h=h, initial_c=c, weight_ih=weight_ih, weight_hh=weight_hh,
-                       peephole=peephole, direction=direction, output_sequence=True, name="lstm")
+        return mb.lstm(
+            x=x,
+            initial_h=h,
+            initial_c=c,
+            weight_ih=weight_ih,
+            weight_hh=weight_hh,
+            peephole=peephole,
+            direction=direction,
+            output_sequence=True,
+            name="lstm",
+        )
 
     return prog, weight_ih, weight_hh
 
@@ -301,10 +344,12 @@ def test_random_ops_draw_from_their_distributions_in_the_declared_shape():
 
     @mb.program(input_specs=[mb.TensorSpec((2, 3))], opset_version=ct.target.iOS17)
     def prog(x):
-        return (mb.random_uniform(shape=shape, low=2.0, high=3.0, name="uniform"),
-                mb.random_normal(shape=shape, mean=1.0, stddev=2.0, name="normal"),
-                mb.random_bernoulli(shape=shape, prob=0.25, name="bernoulli"),
-                mb.random_categorical(x=x, mode="probs", size=7, name="categorical"))
+        return (
+            mb.random_uniform(shape=shape, low=2.0, high=3.0, name="uniform"),
+            mb.random_normal(shape=shape, mean=1.0, stddev=2.0, name="normal"),
+            mb.random_bernoulli(shape=shape, prob=0.25, name="bernoulli"),
+            mb.random_categorical(x=x, mode="probs", size=7, name="categorical"),
+        )
 
     out = evaluate(prog, {"x": np.array([[0, 0, 1], [0, 1, 0]], np.float32)})
     assert 2.0 <= out["uniform"].min() and out["uniform"].max() < 3.0

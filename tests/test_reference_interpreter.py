@@ -141,9 +141,7 @@ def test_op_without_kernel_names_type_and_op(monkeypatch):
 
     @mb.program(input_specs=[mb.TensorSpec((1, 5, 4)), mb.TensorSpec((1, 5, 2))], opset_version=IOS17)
     def prog(boxes, scores):
-        return mb.non_maximum_suppression(
-            boxes=boxes, scores=scores, max_boxes=3, iou_threshold=0.5, name="nms"
-        )[0]
+        return mb.non_maximum_suppression(boxes=boxes, scores=scores, max_boxes=3, iou_threshold=0.5, name="nms")[0]
 
     feeds = {"boxes": np.zeros((1, 5, 4), np.float32), "scores": np.zeros((1, 5, 2), np.float32)}
     with pytest.raises(UnsupportedOpError, match="op 'nms' of type 'non_maximum_suppression'"):
@@ -174,6 +172,7 @@ def test_supported_ops_lists_kernels_value_inference_and_control_flow():
 
 def test_evaluates_a_72000_op_program():
     """Deep programs must not recurse: a chain of 72,000 ops evaluates."""
+
     @mb.program(input_specs=[mb.TensorSpec((1, 4))], opset_version=IOS17)
     def prog(x):
         for _ in range(36_000):
@@ -189,6 +188,7 @@ def test_evaluates_a_72000_op_program():
 
 def test_an_output_of_unknown_rank_takes_the_computed_shape():
     """fill of a runtime shape is declared ``tensor<fp32, [*is0]>``: its rank is known only when run."""
+
     @mb.program(input_specs=[mb.TensorSpec((get_new_symbol(),), dtype=types.int32)], opset_version=IOS17)
     def prog(shape):
         return mb.fill(shape=shape, value=2.0)

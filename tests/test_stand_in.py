@@ -29,8 +29,13 @@ def _model():
     def prog(x):
         return mb.add(x=x, y=1.0, name="y")
 
-    return ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=ct.target.iOS17,
-                      compute_precision=ct.precision.FLOAT32, skip_model_load=True)
+    return ct.convert(
+        prog,
+        convert_to="mlprogram",
+        minimum_deployment_target=ct.target.iOS17,
+        compute_precision=ct.precision.FLOAT32,
+        skip_model_load=True,
+    )
 
 
 def test_predict_answers_through_the_interpreter_and_is_restored_after():
@@ -108,7 +113,9 @@ def _run_compare(torch_testing_utils):
             return torch.relu(x + y)
 
     return torch_testing_utils.TorchBaseTest.run_compare_torch(
-        [(2, 3), (2, 3)], AddRelu(), backend=("mlprogram", "fp32"),
+        [(2, 3), (2, 3)],
+        AddRelu(),
+        backend=("mlprogram", "fp32"),
     )
 
 
@@ -139,7 +146,7 @@ def test_a_wrong_kernel_makes_convert_and_compare_fail(monkeypatch, torch_testin
 
 # -- the pytest plugin -------------------------------------------------------------------------
 
-INNER_TESTS = '''
+INNER_TESTS = """
 import time
 import numpy as np
 import pytest
@@ -203,14 +210,18 @@ class TestOutcomes:
 
     def test_timeout(self):
         time.sleep(3)
-'''
+"""
 
 
 def _outcomes(pytester, *args):
     pytester.makepyfile(test_inner=INNER_TESTS)
     result = pytester.runpytest_inprocess(
-        "-p", "mil_passes.reference.pytest_plugin", "-p", "no:cacheprovider",
-        "--reference-outcomes=outcomes.jsonl", *args,
+        "-p",
+        "mil_passes.reference.pytest_plugin",
+        "-p",
+        "no:cacheprovider",
+        "--reference-outcomes=outcomes.jsonl",
+        *args,
     )
     rows = [json.loads(line) for line in (pytester.path / "outcomes.jsonl").read_text().splitlines()]
     return result, {row["nodeid"].rsplit("::", 1)[1]: row for row in rows}
@@ -283,7 +294,7 @@ def test_plugin_names_a_failing_pass(pytester, monkeypatch):
 
 
 # coremltools' MIL op tests compare through run_compare_builder (ops/tests/testing_utils.py).
-OP_TESTS = '''
+OP_TESTS = """
 import numpy as np
 import pytest
 import coremltools as ct
@@ -319,18 +330,22 @@ def test_op_invalid_index_fails_the_prediction_as_core_ml_does():
     with pytest.raises(RuntimeError, match="Unable to compute the prediction using ML Program"):
         run_compare_builder(build, placeholders, {"x": X, "i": np.array([0, 3], np.int32)}, [(1, 2, types.fp32)],
                             [X], backend=BACKEND)
-'''
+"""
 
 
 @needs_test_utilities
 def test_plugin_classifies_the_mil_op_tests_comparisons(pytester):
     pytester.makepyfile(test_ops=OP_TESTS)
-    pytester.runpytest_inprocess("-p", "mil_passes.reference.pytest_plugin", "-p", "no:cacheprovider",
-                                 "--reference-outcomes=outcomes.jsonl")
+    pytester.runpytest_inprocess(
+        "-p", "mil_passes.reference.pytest_plugin", "-p", "no:cacheprovider", "--reference-outcomes=outcomes.jsonl"
+    )
     rows = [json.loads(line) for line in (pytester.path / "outcomes.jsonl").read_text().splitlines()]
     outcomes = {row["nodeid"].rsplit("::", 1)[1]: (row["outcome"], row["predictions"]) for row in rows}
-    assert outcomes == {"test_op_agree": ("agree", 1), "test_op_disagree": ("disagree", 1),
-                        "test_op_invalid_index_fails_the_prediction_as_core_ml_does": ("agree", 1)}
+    assert outcomes == {
+        "test_op_agree": ("agree", 1),
+        "test_op_disagree": ("disagree", 1),
+        "test_op_invalid_index_fails_the_prediction_as_core_ml_does": ("agree", 1),
+    }
     disagree = next(row for row in rows if row["outcome"] == "disagree")
     assert "Max relative difference" in disagree["message"]  # numpy's whole report is kept
 
@@ -339,7 +354,9 @@ def test_plugin_classifies_the_mil_op_tests_comparisons(pytester):
 def test_plugin_shards_split_the_sample_between_sessions(pytester):
     names = []
     for shard in ("0/2", "1/2"):
-        _, rows = _outcomes(pytester, "--reference-sample=2", f"--reference-shard={shard}", "-k", "not timeout and not cache")
+        _, rows = _outcomes(
+            pytester, "--reference-sample=2", f"--reference-shard={shard}", "-k", "not timeout and not cache"
+        )
         names.append(sorted(rows))
     _, whole = _outcomes(pytester, "--reference-sample=2", "-k", "not timeout and not cache")
     assert not set(names[0]) & set(names[1])

@@ -24,11 +24,12 @@ VALUE_INFERENCE_OPS = {
     "relu": (lambda x: mb.relu(x=x), np.maximum(X, 0)),
     "relu6": (lambda x: mb.relu6(x=x), np.clip(X, 0, 6)),
     "leaky_relu": (lambda x: mb.leaky_relu(x=x, alpha=0.1), np.where(X < 0, 0.1 * X, X)),
-    "prelu": (lambda x: mb.prelu(x=x, alpha=np.array([0.5, 0.25], np.float32)),
-              np.where(X < 0, X * np.array([0.5, 0.25], np.float32).reshape(1, 2, 1, 1), X)),
+    "prelu": (
+        lambda x: mb.prelu(x=x, alpha=np.array([0.5, 0.25], np.float32)),
+        np.where(X < 0, X * np.array([0.5, 0.25], np.float32).reshape(1, 2, 1, 1), X),
+    ),
     "non_zero": (lambda x: mb.non_zero(x=x), np.transpose(np.nonzero(X)).astype(np.int32)),
-    "einsum": (lambda x: mb.einsum(values=(x, x), equation="nchw,nwhr->nchr"),
-               np.einsum("nchw,nwhr->nchr", X, X)),
+    "einsum": (lambda x: mb.einsum(values=(x, x), equation="nchw,nwhr->nchr"), np.einsum("nchw,nwhr->nchr", X, X)),
     "scaled_dot_product_attention": (
         lambda x: mb.scaled_dot_product_attention(query=x, key=x, value=x),
         None,  # checked against torch below

@@ -47,7 +47,8 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
 ``Finding`` is ``{"rule": id, "severity": "error" | "warning" | "info", "op": op name,
 "message": one line, "fix": "webnn::…" | null}``: ``fix`` names the pass that fixes it (lint is a
 dry run of the passes: a finding names a pass exactly when that pass would change the model), null
-when no pass does (a refusal: the pass's reason is the message). Errors that stop a command are not JSON: one line on stderr, exit 2.
+when no pass does (a refusal: the pass's reason is the message). Errors that stop a command are
+not JSON: one line on stderr, exit 2.
 """
 
 from __future__ import annotations

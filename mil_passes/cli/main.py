@@ -109,8 +109,10 @@ def _verify(args: argparse.Namespace) -> int:
 
     names = resolve_pipeline(args.pipeline).passes  # an unknown name fails before any output
     width = max((len(name) for name in names), default=0)
-    header = f"verify {args.input}: pipeline {args.pipeline} ({_count(len(names), 'pass')}), " \
-             f"{_count(args.feeds, 'feed')} (seed {args.seed})"
+    header = (
+        f"verify {args.input}: pipeline {args.pipeline} ({_count(len(names), 'pass')}), "
+        f"{_count(args.feeds, 'feed')} (seed {args.seed})"
+    )
     shown: list[str] = []
 
     def show(row) -> None:
@@ -119,8 +121,9 @@ def _verify(args: argparse.Namespace) -> int:
             print(header)
         print(format_row(row, width), flush=True)
 
-    verification = verify_package(args.input, args.pipeline, feeds=args.feeds, seed=args.seed,
-                                  on_row=None if args.json else show)
+    verification = verify_package(
+        args.input, args.pipeline, feeds=args.feeds, seed=args.seed, on_row=None if args.json else show
+    )
     if args.json:
         print(json.dumps(verify_json(verification), indent=2))
     else:
@@ -168,8 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
     optimize = commands.add_parser("optimize", help="run the passes on a model and write the fixed one")
     optimize.add_argument("input", metavar="IN", help="an .mlpackage, or an .mlmodel holding an ML Program")
     optimize.add_argument("-o", "--output", metavar="OUT", required=True, help="the .mlpackage to write")
-    optimize.add_argument("--pass", dest="passes", metavar="NAME", action="append",
-                          help="run only this pass (repeatable; default: all, in pipeline order)")
+    optimize.add_argument(
+        "--pass",
+        dest="passes",
+        metavar="NAME",
+        action="append",
+        help="run only this pass (repeatable; default: all, in pipeline order)",
+    )
     optimize.add_argument("--explain", action="store_true", help="say why each refused match was left")
     optimize.add_argument("--json", action="store_true", help="print the report as JSON (mil-passes/optimize/1)")
     optimize.add_argument("--force", action="store_true", help="replace OUT (or IN) if it exists")
@@ -181,12 +189,22 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--json", action="store_true", help="print the findings as JSON (mil-passes/lint/1)")
     lint.set_defaults(run=_lint)
 
-    verify = commands.add_parser("verify", help="run a pass pipeline pass by pass; name the pass that changes the outputs")
-    verify.add_argument("input", metavar="IN", help="an .mlpackage, or an .mlmodel holding an ML Program "
-                        "(convert with pass_pipeline=ct.PassPipeline.EMPTY to keep the program before any pass)")
-    verify.add_argument("--pipeline", default="default", metavar="NAME",
-                        help="default, empty, cleanup, default_palettization, default_pruning, mil_passes "
-                             "(DEFAULT with this package's passes), or passes P1,P2,... (default: default)")
+    verify = commands.add_parser(
+        "verify", help="run a pass pipeline pass by pass; name the pass that changes the outputs"
+    )
+    verify.add_argument(
+        "input",
+        metavar="IN",
+        help="an .mlpackage, or an .mlmodel holding an ML Program "
+        "(convert with pass_pipeline=ct.PassPipeline.EMPTY to keep the program before any pass)",
+    )
+    verify.add_argument(
+        "--pipeline",
+        default="default",
+        metavar="NAME",
+        help="default, empty, cleanup, default_palettization, default_pruning, mil_passes "
+        "(DEFAULT with this package's passes), or passes P1,P2,... (default: default)",
+    )
     verify.add_argument("--feeds", type=_positive, default=3, metavar="N", help="random feeds (default 3)")
     verify.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the feeds (default 0)")
     verify.add_argument("--json", action="store_true", help="print the rows as JSON (mil-passes/verify/1)")

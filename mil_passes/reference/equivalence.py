@@ -11,6 +11,7 @@ from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 from .feeds import random_inputs
 from .interpreter import evaluate
 
+
 def _dims(var) -> tuple[str, ...]:
     if not types.is_tensor(var.sym_type):
         return ()

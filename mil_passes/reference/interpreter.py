@@ -79,14 +79,10 @@ def _bind_inputs(func, feeds: Mapping[str, Any], env: dict) -> None:
         value = np.asarray(feeds[name])
         want = numpy_dtype(var)
         if value.dtype != want:
-            raise ValueError(
-                f"input '{name}' has dtype {value.dtype}: expected {describe_type(var)}"
-            )
+            raise ValueError(f"input '{name}' has dtype {value.dtype}: expected {describe_type(var)}")
         shape = tuple(var.shape)
         if value.ndim != len(shape):
-            raise ValueError(
-                f"input '{name}' has shape {value.shape}: expected {describe_type(var)}"
-            )
+            raise ValueError(f"input '{name}' has shape {value.shape}: expected {describe_type(var)}")
         for axis, (dim, size) in enumerate(zip(shape, value.shape)):
             if is_symbolic(dim):
                 seen = sizes.setdefault(dim, (size, name))
@@ -96,9 +92,7 @@ def _bind_inputs(func, feeds: Mapping[str, Any], env: dict) -> None:
                         f"but input '{seen[1]}' gave it size {seen[0]}"
                     )
             elif dim != size:
-                raise ValueError(
-                    f"input '{name}' has shape {value.shape}: expected {describe_type(var)}"
-                )
+                raise ValueError(f"input '{name}' has shape {value.shape}: expected {describe_type(var)}")
         env[var] = value
 
 
@@ -151,9 +145,7 @@ def _lookup(value: Any, env: dict) -> Any:
 def _const_value(var: Var) -> Any:
     val = var.val
     if val is None:
-        raise UnsupportedOpError(
-            var.op.op_type if var.op is not None else "input", var.name, "value is not known"
-        )
+        raise UnsupportedOpError(var.op.op_type if var.op is not None else "input", var.name, "value is not known")
     if isinstance(val, str):
         return val
     if types.is_tensor(var.sym_type) or types.is_scalar(var.sym_type):

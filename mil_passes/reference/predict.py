@@ -40,8 +40,9 @@ _LOADED: "weakref.WeakKeyDictionary[Any, Program]" = weakref.WeakKeyDictionary()
 
 
 # What Core ML's predict says when an ML Program fails at run time (an invalid index, for example).
-PREDICTION_FAILED = ("Unable to compute the prediction using ML Program. It can be an invalid input data or "
-                     "broken/unsupported model")
+PREDICTION_FAILED = (
+    "Unable to compute the prediction using ML Program. It can be an invalid input data or broken/unsupported model"
+)
 
 
 class NotAnMLProgramError(ValueError):

@@ -49,10 +49,18 @@ OUTCOMES = {
 
 # Functions whose failed assertion, after a prediction, is a numeric disagreement: the comparisons of
 # coremltools' torch-frontend suite, of its MIL op tests (testing_utils.py), and numpy's own.
-COMPARISONS = frozenset({
-    "convert_and_compare", "run_compare_builder", "compare_backend", "assert_allclose",
-    "assert_array_equal", "assert_array_almost_equal", "assert_almost_equal", "assert_equal",
-})
+COMPARISONS = frozenset(
+    {
+        "convert_and_compare",
+        "run_compare_builder",
+        "compare_backend",
+        "assert_allclose",
+        "assert_array_equal",
+        "assert_array_almost_equal",
+        "assert_almost_equal",
+        "assert_equal",
+    }
+)
 
 # How much of a failure's message a row keeps: enough for numpy's assert_allclose report (its
 # mismatches and its largest absolute and relative differences).
@@ -71,7 +79,9 @@ class ReferenceTimeout(Exception):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mil_passes.reference", "reference interpreter standing in for Core ML")
     group.addoption(
-        "--mil-passes-pipeline", action="store_true", default=os.environ.get("MIL_PASSES_PIPELINE") == "1",
+        "--mil-passes-pipeline",
+        action="store_true",
+        default=os.environ.get("MIL_PASSES_PIPELINE") == "1",
         help="give every conversion mil_passes.pipeline() around the pipeline it asked for",
     )
     group.addoption("--reference-sample", type=int, default=1, metavar="N", help="run every Nth test")
@@ -100,8 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if outcomes:
         Path(outcomes).parent.mkdir(parents=True, exist_ok=True)
         Path(outcomes).write_text("")
-    config.stash[_STATE] = {"stand_in": None, "predictions_before": 0, "phases": {},
-                            "rewrites": collections.Counter()}
+    config.stash[_STATE] = {"stand_in": None, "predictions_before": 0, "phases": {}, "rewrites": collections.Counter()}
 
 
 @pytest.hookimpl(trylast=True)  # after -k/-m deselection: every Nth of the selected tests
@@ -188,7 +197,8 @@ def _record(item: pytest.Item, state: dict) -> None:
     stand_in: StandIn | None = state["stand_in"]
     predictions = stand_in.predictions - state["predictions_before"] if stand_in is not None else 0
     outcome, error = classify(state["phases"], predictions)
-    cls = item.cls.__name__ if getattr(item, "cls", None) is not None else ""
+    owner = getattr(item, "cls", None)  # a test function's class (pytest.Function), if any
+    cls = owner.__name__ if owner is not None else ""
     row = {
         "nodeid": item.nodeid,
         "class": cls,

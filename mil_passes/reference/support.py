@@ -31,7 +31,10 @@ def only_raises_not_implemented(method: Callable) -> bool:
         tree = ast.parse(textwrap.dedent(inspect.getsource(undecorated(method))))
     except (OSError, TypeError, SyntaxError):
         return False
-    body = tree.body[0].body
+    function = tree.body[0]
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    body = function.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]
     if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
@@ -40,7 +43,7 @@ def only_raises_not_implemented(method: Callable) -> bool:
     return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
 
 
-def implements_value_inference(cls: type) -> bool:
+def implements_value_inference(cls: type[Operation]) -> bool:
     """The op class overrides ``value_inference`` with something other than a bare raise."""
     method = cls.value_inference
     return method is not Operation.value_inference and not only_raises_not_implemented(method)

@@ -39,7 +39,7 @@ import traceback
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeAlias
 
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
@@ -56,7 +56,7 @@ from .recipe import program_text
 from .reproducer import write_reproducer
 from .strategies import DrawnProgram, programs
 
-Target = str | PassPipeline
+Target: TypeAlias = "str | PassPipeline"
 LINT = "lint"  # the target that checks lint against the passes, not a pass
 
 
@@ -97,8 +97,9 @@ def default_targets() -> dict[str, Target]:
 PIPELINE_PREFIX = "pipeline:"
 
 
-def select_targets(names: list[str] | None, pipelines: list[str] | None = None,
-                   each_pass_of: list[str] | None = None) -> dict[str, Target]:
+def select_targets(
+    names: list[str] | None, pipelines: list[str] | None = None, each_pass_of: list[str] | None = None
+) -> dict[str, Target]:
     """``names`` as targets: ``pipeline``, ``webnn::NAME`` or ``NAME``, or any registered pass;
     then ``pipeline:NAME`` for each of ``pipelines``, and each distinct pass of ``each_pass_of``."""
     known = default_targets()
@@ -192,8 +193,9 @@ def _settings(examples: int, phases: tuple[Phase, ...]) -> settings:
     )
 
 
-def _run(body: Callable[[DrawnProgram], None], strategy: SearchStrategy, examples: int, at: int,
-         phases: tuple[Phase, ...]) -> None:
+def _run(
+    body: Callable[[DrawnProgram], None], strategy: SearchStrategy, examples: int, at: int, phases: tuple[Phase, ...]
+) -> None:
     test = seed(at)(_settings(examples, phases)(given(strategy)(body)))
     test()
 
@@ -234,8 +236,13 @@ def fuzz(
     return report
 
 
-def shrink(target: Target, strategy: SearchStrategy, examples: int, at: int,
-           check_one: Callable[[DrawnProgram, Target], bool] = check_drawn) -> list[Failure]:
+def shrink(
+    target: Target,
+    strategy: SearchStrategy,
+    examples: int,
+    at: int,
+    check_one: Callable[[DrawnProgram, Target], bool] = check_drawn,
+) -> list[Failure]:
     """The same draws again, now failing on the first error: hypothesis shrinks each distinct
     failure and replays the minimal one last (``is_final``), which is the one kept."""
     found: list[Failure] = []
@@ -261,15 +268,18 @@ def _progress_every(examples: int) -> Callable[[FuzzReport], None]:
 
     def show(report: FuzzReport) -> None:
         if report.programs % step == 0 and report.programs < examples:
-            print(f"{report.target}: {report.programs} of {examples} programs, {report.failures} failures so far",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{report.target}: {report.programs} of {examples} programs, {report.failures} failures so far",
+                file=sys.stderr,
+                flush=True,
+            )
 
     return show
 
 
 def _target_named(name: str) -> Target:
     if name.startswith(PIPELINE_PREFIX):
-        return resolve_pipeline(name[len(PIPELINE_PREFIX):])
+        return resolve_pipeline(name[len(PIPELINE_PREFIX) :])
     return select_targets([name])[name]
 
 
@@ -297,12 +307,15 @@ def minimized_reproducer(name: str, target: Target, failure: Failure, number: in
         return f"--- {name}: not minimized: verify does not see this failure (bit-exactness or idempotence)"
     slug = name.replace("::", "_").replace(":", "_").replace(",", "_")
     path = write_reproducer(minimized, os.path.join(folder, f"{slug}_{number}.py"))
-    return (f"--- {name}: minimized to {minimized.non_const_ops} non-const ops ({minimized.signature}; "
-            f"passes {', '.join(minimized.passes)}): {path}")
+    return (
+        f"--- {name}: minimized to {minimized.non_const_ops} non-const ops ({minimized.signature}; "
+        f"passes {', '.join(minimized.passes)}): {path}"
+    )
 
 
-def _results(names: list[str], examples: int, at: int, jobs: int,
-             reproducers: str | None = None) -> Iterator[tuple[str, bool]]:
+def _results(
+    names: list[str], examples: int, at: int, jobs: int, reproducers: str | None = None
+) -> Iterator[tuple[str, bool]]:
     """:func:`_rendered` for each name, in order; ``jobs`` > 1 runs targets in forked workers
     (they inherit the registered passes, test-registered ones included)."""
     if jobs <= 1 or len(names) <= 1:
@@ -315,25 +328,49 @@ def _results(names: list[str], examples: int, at: int, jobs: int,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m mil_passes.testing.fuzz", description=__doc__.split("\n")[0]
+    parser = argparse.ArgumentParser(prog="python -m mil_passes.testing.fuzz", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--pass",
+        dest="passes",
+        action="append",
+        metavar="NAME",
+        help="a pass (webnn::NAME, NAME, 'pipeline', or any registered pass such as "
+        "common::const_elimination); repeat for more; default: all of the package's",
     )
-    parser.add_argument("--pass", dest="passes", action="append", metavar="NAME",
-                        help="a pass (webnn::NAME, NAME, 'pipeline', or any registered pass such as "
-                             "common::const_elimination); repeat for more; default: all of the package's")
-    parser.add_argument("--pipeline", dest="pipelines", action="append", metavar="NAME",
-                        help="a whole pipeline as one target (default, cleanup, ..., or P1,P2,...); repeatable")
-    parser.add_argument("--each-pass-of", dest="each_pass_of", action="append", metavar="NAME",
-                        help="every distinct pass of this pipeline, each a target (e.g. default)")
-    parser.add_argument("--minimize", action="store_true",
-                        help="shrink each failing program further and write it as a standalone script")
-    parser.add_argument("--reproducers", default="reproducers", metavar="DIR",
-                        help="where --minimize writes the scripts (default: reproducers/)")
-    parser.add_argument("--examples", type=int, default=100, metavar="N",
-                        help="programs per pass (default 100)")
+    parser.add_argument(
+        "--pipeline",
+        dest="pipelines",
+        action="append",
+        metavar="NAME",
+        help="a whole pipeline as one target (default, cleanup, ..., or P1,P2,...); repeatable",
+    )
+    parser.add_argument(
+        "--each-pass-of",
+        dest="each_pass_of",
+        action="append",
+        metavar="NAME",
+        help="every distinct pass of this pipeline, each a target (e.g. default)",
+    )
+    parser.add_argument(
+        "--minimize",
+        action="store_true",
+        help="shrink each failing program further and write it as a standalone script",
+    )
+    parser.add_argument(
+        "--reproducers",
+        default="reproducers",
+        metavar="DIR",
+        help="where --minimize writes the scripts (default: reproducers/)",
+    )
+    parser.add_argument("--examples", type=int, default=100, metavar="N", help="programs per pass (default 100)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the draws (default 0)")
-    parser.add_argument("--jobs", type=int, default=1, metavar="J",
-                        help=f"targets fuzzed at once, in worker processes (default 1; this machine has {os.cpu_count()} cores)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="J",
+        help=f"targets fuzzed at once, in worker processes (default 1; this machine has {os.cpu_count()} cores)",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")

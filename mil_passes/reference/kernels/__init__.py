@@ -22,8 +22,19 @@ KERNELS: dict[str, Kernel] = {}
 
 # Every module of this package, in load order: a later family may replace an earlier one's kernel
 # (``kernel(..., replaces=True)``). A test checks that no module is left out.
-FAMILIES = ("core", "activation", "conv_pool", "normalization", "quantization", "indexing", "image",
-            "recurrent", "lists", "sequence", "detection")
+FAMILIES = (
+    "core",
+    "activation",
+    "conv_pool",
+    "normalization",
+    "quantization",
+    "indexing",
+    "image",
+    "recurrent",
+    "lists",
+    "sequence",
+    "detection",
+)
 
 
 def kernel(*op_types: str, replaces: bool = False) -> Callable[[Kernel], Kernel]:
@@ -33,7 +44,10 @@ def kernel(*op_types: str, replaces: bool = False) -> Callable[[Kernel], Kernel]
     def register(fn: Kernel) -> Kernel:
         for op_type in op_types:
             previous = KERNELS.get(op_type)
-            same = previous is not None and (previous.__module__, previous.__qualname__) == (fn.__module__, fn.__qualname__)
+            same = previous is not None and (previous.__module__, previous.__qualname__) == (
+                fn.__module__,
+                fn.__qualname__,
+            )
             if previous is not None and not replaces and not same:  # a module imported again is the same kernel
                 raise ValueError(f"kernel of '{op_type}' registered twice ({previous.__module__}, {fn.__module__})")
             KERNELS[op_type] = fn

@@ -50,9 +50,7 @@ def _pad_type(op, args) -> str:
     return pad_type
 
 
-def spatial_pads(
-    op, pad_type: str, pad, sizes: list[int], kernel_sizes: list[int], strides: list[int]
-) -> Pads:
+def spatial_pads(op, pad_type: str, pad, sizes: list[int], kernel_sizes: list[int], strides: list[int]) -> Pads:
     """(before, after) padding per spatial dim of an input of ``sizes`` (dilated kernel sizes)."""
     rank = len(sizes)
     if pad_type == "valid":
@@ -60,9 +58,7 @@ def spatial_pads(
     if pad_type == "custom":
         values = _int_list(pad, 2 * rank, 0)
         if len(values) != 2 * rank or min(values) < 0:
-            raise UnsupportedOpError(
-                op.op_type, op.name, f"pad {values} is not {2 * rank} non-negative sizes"
-            )
+            raise UnsupportedOpError(op.op_type, op.name, f"pad {values} is not {2 * rank} non-negative sizes")
         return [(values[2 * i], values[2 * i + 1]) for i in range(rank)]
     pads = []
     for size, k, s in zip(sizes, kernel_sizes, strides):
@@ -96,7 +92,8 @@ def conv(op, args) -> np.ndarray:
     groups = int(args["groups"]) if args.get("groups") is not None else 1
     if c_in != c_group * groups or c_out % groups:
         raise UnsupportedOpError(
-            op.op_type, op.name,
+            op.op_type,
+            op.name,
             f"x has {c_in} channels, weight {list(weight.shape)}, groups {groups}",
         )
     dilated = [(k - 1) * d + 1 for k, d in zip(kernel_sizes, dilations)]
@@ -108,7 +105,7 @@ def conv(op, args) -> np.ndarray:
         raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
 
     # windows: [N, C_in, *out, *K] as a strided view of the padded input.
-    windows = sliding_window_view(padded, dilated, axis=_spatial_axes(rank))
+    windows = sliding_window_view(padded, dilated, axis=_spatial_axes(rank))  # type: ignore[call-overload]  # numpy takes a tuple of axes; its stubs say one
     windows = windows[
         (slice(None), slice(None))
         + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out_sizes, strides))
@@ -149,7 +146,8 @@ def conv_transpose(op, args) -> np.ndarray:
     groups = int(args["groups"]) if args.get("groups") is not None else 1
     if weight.shape[0] != c_in or c_in % groups:
         raise UnsupportedOpError(
-            op.op_type, op.name,
+            op.op_type,
+            op.name,
             f"x has {c_in} channels, weight {list(weight.shape)}, groups {groups}",
         )
     c_group_in, c_out = c_in // groups, c_group_out * groups
@@ -170,24 +168,22 @@ def conv_transpose(op, args) -> np.ndarray:
     full = np.zeros((batch, groups, c_group_out, *full_sizes))
     for offset in itertools.product(*(range(k) for k in kernel_sizes)):
         target = tuple(
-            slice(k * d, k * d + (n - 1) * s + 1, s)
-            for k, d, n, s in zip(offset, dilations, in_sizes, strides)
+            slice(k * d, k * d + (n - 1) * s + 1, s) for k, d, n, s in zip(offset, dilations, in_sizes, strides)
         )
         full[(Ellipsis,) + target] += contributions[(Ellipsis,) + offset]
 
     result = np.zeros((batch, groups, c_group_out, *out_sizes))
-    source, target = [], []
+    read: list[slice] = []
+    written: list[slice] = []
     for b, n, o in zip(before, full_sizes, out_sizes):
         stop = min(n, b + o)
-        source.append(slice(b, max(b, stop)))
-        target.append(slice(0, max(0, stop - b)))
-    result[(Ellipsis,) + tuple(target)] = full[(Ellipsis,) + tuple(source)]
+        read.append(slice(b, max(b, stop)))
+        written.append(slice(0, max(0, stop - b)))
+    result[(Ellipsis,) + tuple(written)] = full[(Ellipsis,) + tuple(read)]
     return _add_bias(result.reshape(batch, c_out, *out_sizes), args.get("bias"))
 
 
-def _transpose_geometry(
-    op, args, in_sizes, full_sizes, dilated, strides
-) -> tuple[list[int], list[int]]:
+def _transpose_geometry(op, args, in_sizes, full_sizes, dilated, strides) -> tuple[list[int], list[int]]:
     """Output spatial sizes and the crop before each dim of the uncropped result."""
     rank = len(in_sizes)
     pad_type = _pad_type(op, args)
@@ -232,8 +228,7 @@ def _pool_windows(op, args, fill: float):
     sizes = list(x.shape[2:])
     pads = spatial_pads(op, _pad_type(op, args), args.get("pad"), sizes, kernel_sizes, strides)
     out_sizes = [
-        _pool_out_size(n, b + a, k, s, ceil_mode)
-        for n, (b, a), k, s in zip(sizes, pads, kernel_sizes, strides)
+        _pool_out_size(n, b + a, k, s, ceil_mode) for n, (b, a), k, s in zip(sizes, pads, kernel_sizes, strides)
     ]
     if min(out_sizes) <= 0:
         raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
@@ -241,10 +236,9 @@ def _pool_windows(op, args, fill: float):
     reach = [(o - 1) * s + k for o, s, k in zip(out_sizes, strides, kernel_sizes)]
     widths = [(b, max(0, r - b - n)) for (b, _), r, n in zip(pads, reach, sizes)]
     padded = np.pad(x, [(0, 0), (0, 0)] + widths, constant_values=fill)
-    windows = sliding_window_view(padded, kernel_sizes, axis=_spatial_axes(rank))
+    windows = sliding_window_view(padded, kernel_sizes, axis=_spatial_axes(rank))  # type: ignore[call-overload]  # as above
     windows = windows[
-        (slice(None), slice(None))
-        + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out_sizes, strides))
+        (slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out_sizes, strides))
     ]
     in_x, in_padded = [], []
     for n, (b, a), k, s, o in zip(sizes, pads, kernel_sizes, strides, out_sizes):
@@ -256,7 +250,8 @@ def _pool_windows(op, args, fill: float):
         if not counts.all():
             empty = int(np.flatnonzero(counts == 0)[0])
             raise UnsupportedOpError(
-                op.op_type, op.name,
+                op.op_type,
+                op.name,
                 f"window {empty} of spatial dim {axis} covers no element of x "
                 "(padding or ceil_mode reach past it); Core ML's value there is unspecified",
             )

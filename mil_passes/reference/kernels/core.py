@@ -42,6 +42,7 @@ def _axis(axis, rank: int) -> int:
 
 # -- elementwise binary -----------------------------------------------------------------------
 
+
 def _safe_pow(x, y):
     if np.issubdtype(np.result_type(x, y), np.integer) and np.any(np.asarray(y) < 0):
         return np.power(np.asarray(x, np.float64), np.asarray(y, np.float64))
@@ -189,6 +190,7 @@ def identity(op, args):
 
 
 # -- data movement ----------------------------------------------------------------------------
+
 
 @kernel("concat")
 def concat(op, args):
@@ -344,9 +346,7 @@ def flatten2d(op, args):
 def pad(op, args):
     x = np.asarray(args["x"])
     widths = _ints(args["pad"])
-    pairs = [(0, 0)] * (x.ndim - len(widths) // 2) + [
-        (widths[i], widths[i + 1]) for i in range(0, len(widths), 2)
-    ]
+    pairs = [(0, 0)] * (x.ndim - len(widths) // 2) + [(widths[i], widths[i + 1]) for i in range(0, len(widths), 2)]
     mode = str(args.get("mode") or "constant")
     if mode == "constant":
         value = args.get("constant_val")
@@ -360,6 +360,7 @@ def range_1d(op, args):
 
 
 # -- linear algebra and reductions ------------------------------------------------------------
+
 
 def _wide(x):
     """fp16 products accumulate in fp32, as Core ML does."""
@@ -439,10 +440,10 @@ def softmax(op, args):
     return shifted / np.sum(shifted, axis=axis, keepdims=True)
 
 
-
 # -- random -----------------------------------------------------------------------------------
 # Core ML's generators are its own: these draw from the same distributions with numpy, seeded by
 # the op's ``seed`` when it is set (>= 0), so only the distribution (and the shape) is Core ML's.
+
 
 def _rng(args) -> np.random.Generator:
     seed = args.get("seed")

@@ -33,8 +33,9 @@ def _iou(box: np.ndarray, others: np.ndarray) -> np.ndarray:
         return np.where(union > 0, inter / union, 0.0)
 
 
-def _greedy(corners: np.ndarray, scores: np.ndarray, candidates: np.ndarray, iou_threshold: float,
-            max_boxes: int) -> list[int]:
+def _greedy(
+    corners: np.ndarray, scores: np.ndarray, candidates: np.ndarray, iou_threshold: float, max_boxes: int
+) -> list[int]:
     order = candidates[np.argsort(-scores[candidates], kind="stable")]
     kept: list[int] = []
     for index in order:
@@ -45,16 +46,20 @@ def _greedy(corners: np.ndarray, scores: np.ndarray, candidates: np.ndarray, iou
     return kept
 
 
-def select(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float, score_threshold: float,
-           max_boxes: int, per_class: bool) -> list[int]:
+def select(
+    boxes: np.ndarray, scores: np.ndarray, iou_threshold: float, score_threshold: float, max_boxes: int, per_class: bool
+) -> list[int]:
     """The indices NMS keeps for one batch: ``boxes [B, 4]``, ``scores [B, K]``; best first."""
     best = scores.max(axis=1)
     corners = _corners(boxes)
     candidates = np.flatnonzero(best > score_threshold)
     if per_class:
         classes = scores.argmax(axis=1)
-        kept = [i for c in np.unique(classes[candidates])
-                for i in _greedy(corners, best, candidates[classes[candidates] == c], iou_threshold, max_boxes)]
+        kept = [
+            i
+            for c in np.unique(classes[candidates])
+            for i in _greedy(corners, best, candidates[classes[candidates] == c], iou_threshold, max_boxes)
+        ]
         kept = sorted(kept, key=lambda i: (-best[i], i))[:max_boxes]
     else:
         kept = _greedy(corners, best, candidates, iou_threshold, max_boxes)
@@ -77,8 +82,14 @@ def non_maximum_suppression(op, args: dict):
     out_indices = np.full((batch, max_boxes), -1, np.int32)
     counts = np.zeros(batch, np.int32)
     for b in range(batch):
-        kept = select(boxes[b].astype(np.float32), scores[b].astype(np.float32), iou_threshold, score_threshold,
-                      max_boxes, per_class)
+        kept = select(
+            boxes[b].astype(np.float32),
+            scores[b].astype(np.float32),
+            iou_threshold,
+            score_threshold,
+            max_boxes,
+            per_class,
+        )
         out_boxes[b, : len(kept)] = boxes[b, kept]
         out_scores[b, : len(kept)] = scores[b, kept]
         out_indices[b, : len(kept)] = kept

@@ -32,9 +32,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from . import kernel
 
-SAMPLING_MODES = (
-    "STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS", "UNALIGN_CORNERS"
-)
+SAMPLING_MODES = ("STRICT_ALIGN_CORNERS", "ALIGN_CORNERS", "DEFAULT", "OFFSET_CORNERS", "UNALIGN_CORNERS")
 
 
 def _int(value) -> int:
@@ -91,7 +89,7 @@ def pixel_unshuffle(op, args):
 # -- sampling grids and 1-D interpolation -----------------------------------------------------
 
 
-def linear_grid(in_size: int, out_size: int, sampling_mode: str) -> np.ndarray:
+def linear_grid(in_size: float, out_size: int, sampling_mode: str) -> np.ndarray:
     """Input positions sampled by each of ``out_size`` outputs, clamped to ``[0, in_size - 1]``."""
     i = np.arange(out_size, dtype=np.float64)
     if sampling_mode == "ALIGN_CORNERS" and out_size == 1:
@@ -105,9 +103,7 @@ def linear_grid(in_size: int, out_size: int, sampling_mode: str) -> np.ndarray:
     elif sampling_mode == "UNALIGN_CORNERS":
         positions = (i + 0.5) * in_size / out_size - 0.5
     else:
-        raise ValueError(
-            f"unknown sampling_mode '{sampling_mode}' (MIL modes: {', '.join(SAMPLING_MODES)})"
-        )
+        raise ValueError(f"unknown sampling_mode '{sampling_mode}' (MIL modes: {', '.join(SAMPLING_MODES)})")
     return np.clip(positions, 0, in_size - 1)
 
 
@@ -176,8 +172,7 @@ def upsample_bilinear(op, args):
     half_pixel_centers = _flag(args, "half_pixel_centers", not align_corners)
     if align_corners and half_pixel_centers:
         raise ValueError(
-            f"op '{op.name}' (upsample_bilinear): align_corners and half_pixel_centers "
-            "cannot both be True"
+            f"op '{op.name}' (upsample_bilinear): align_corners and half_pixel_centers cannot both be True"
         )
     if align_corners:
         mode = "STRICT_ALIGN_CORNERS"
@@ -290,9 +285,7 @@ def crop_resize(op, args):
             pairs = [(n, b) for n in range(roi.shape[0]) for b in range(batch)]
     for _, image in pairs:
         if not 0 <= image < batch:
-            raise ValueError(
-                f"op '{op.name}' (crop_resize): box index {image} is out of range [0, {batch})"
-            )
+            raise ValueError(f"op '{op.name}' (crop_resize): box index {image} is out of range [0, {batch})")
     h0, w0, h1, w1 = _box_corners(boxes, str(args["box_coordinate_mode"]))
     scale = float(np.asarray(args["spatial_scale"]))
     normalized = _flag(args, "normalized_coordinates", False)

@@ -85,8 +85,7 @@ def checked_indices(op, indices, sizes, what: str = "") -> np.ndarray:
         valid = f"[{-size}, {size})" if negatives_allowed else f"[0, {size})"
         note = " (iOS17+ takes no negative indices)" if value < 0 and not negatives_allowed else ""
         raise PredictionError(
-            f"{_describe(op)}: index {value} at {list(where)} of 'indices' is out of range "
-            f"{valid}{what}{note}"
+            f"{_describe(op)}: index {value} at {list(where)} of 'indices' is out of range {valid}{what}{note}"
         )
     return np.where(indices < 0, indices + sizes, indices)
 
@@ -103,14 +102,13 @@ def scatter_indices(op, args, sizes, what: str = "") -> tuple[np.ndarray, np.nda
     return np.where(valid, raw, 0), valid
 
 
-def _apply_scatter(op, data: np.ndarray, targets: np.ndarray, updates: np.ndarray, mode: str,
-                   keep: np.ndarray | None = None):
+def _apply_scatter(
+    op, data: np.ndarray, targets: np.ndarray, updates: np.ndarray, mode: str, keep: np.ndarray | None = None
+):
     """Apply ``updates`` to ``data.flat[targets]`` one by one, in order, by ``mode``; only where
     ``keep`` (broadcast against ``targets``) is true, when it is given."""
     if mode not in SCATTER_MODES:
-        raise ValueError(
-            f"{_describe(op)}: unknown mode '{mode}' (MIL modes: {', '.join(SCATTER_MODES)})"
-        )
+        raise ValueError(f"{_describe(op)}: unknown mode '{mode}' (MIL modes: {', '.join(SCATTER_MODES)})")
     dtype = _work_dtype(data.dtype)
     if mode == "div" and np.issubdtype(dtype, np.integer):
         detail = f"mode 'div' on {data.dtype} data has no documented rounding"
@@ -213,9 +211,7 @@ def one_hot(op, args):
     depth = int(np.asarray(args["one_hot_vector_size"]))
     axis = int(np.asarray(args["axis"]))
     axis = axis + indices.ndim + 1 if axis < 0 else axis
-    hot = np.expand_dims(indices, axis) == np.arange(depth).reshape(
-        (depth,) + (1,) * (indices.ndim - axis)
-    )
+    hot = np.expand_dims(indices, axis) == np.arange(depth).reshape((depth,) + (1,) * (indices.ndim - axis))
     return np.where(hot, np.asarray(args["on_value"]), np.asarray(args["off_value"]))
 
 
@@ -238,8 +234,7 @@ def slice_update(op, args):
             index = 0 if masks["begin_mask"][axis] else int(begin[axis])
             if not -x.shape[axis] <= index < x.shape[axis]:
                 raise ValueError(
-                    f"{_describe(op)}: squeezed index {index} is out of range for axis {axis} "
-                    f"of size {x.shape[axis]}"
+                    f"{_describe(op)}: squeezed index {index} is out of range for axis {axis} of size {x.shape[axis]}"
                 )
             window.append(index)
             continue
@@ -250,10 +245,7 @@ def slice_update(op, args):
     region = out[tuple(window)]
     update = np.asarray(args["update"])
     if update.size != region.size:
-        raise ValueError(
-            f"{_describe(op)}: 'update' has shape {update.shape} but the slice has shape "
-            f"{region.shape}"
-        )
+        raise ValueError(f"{_describe(op)}: 'update' has shape {update.shape} but the slice has shape {region.shape}")
     out[tuple(window)] = update.reshape(region.shape)
     return out
 
@@ -270,9 +262,7 @@ def crop(op, args):
 @kernel("reshape_like")
 def reshape_like(op, args):
     shape: list[int] = []
-    for ref, begin, end, end_mask in zip(
-        args["ref_tensors"], args["begins"], args["ends"], args["end_masks"]
-    ):
+    for ref, begin, end, end_mask in zip(args["ref_tensors"], args["begins"], args["ends"], args["end_masks"]):
         ref_shape = np.asarray(ref).shape
         start = int(np.asarray(begin))
         stop = None if bool(np.asarray(end_mask)) else int(np.asarray(end))
@@ -311,9 +301,7 @@ def batch_to_space(op, args):
     n = batch // (block_h * block_w)
     blocks = x.reshape(block_h, block_w, n, c, h, w).transpose(2, 3, 4, 0, 5, 1)
     full = blocks.reshape(n, c, h * block_h, w * block_w)
-    return full[
-        :, :, crops[0, 0] : h * block_h - crops[0, 1], crops[1, 0] : w * block_w - crops[1, 1]
-    ]
+    return full[:, :, crops[0, 0] : h * block_h - crops[0, 1], crops[1, 0] : w * block_w - crops[1, 1]]
 
 
 @kernel("sliding_windows")

@@ -29,13 +29,17 @@ class TensorList:
 
     def element(self, op, index: int, name: str) -> np.ndarray:
         if not 0 <= index < len(self.items):
-            raise IndexError(f"{op.op_type} '{op.name}': input '{name}' is {index}, outside a list of length {len(self.items)}")
+            raise IndexError(
+                f"{op.op_type} '{op.name}': input '{name}' is {index}, outside a list of length {len(self.items)}"
+            )
         item = self.items[index]
         if item is not None:
             return item
         shape = self.elem_shape or next((x.shape for x in self.items if x is not None), None)
         if shape is None:
-            raise ValueError(f"{op.op_type} '{op.name}': element {index} was never written and the element shape is unknown")
+            raise ValueError(
+                f"{op.op_type} '{op.name}': element {index} was never written and the element shape is unknown"
+            )
         return np.zeros(shape, self.dtype)
 
     def write(self, op, index: int, value: np.ndarray) -> "TensorList":
@@ -44,13 +48,17 @@ class TensorList:
         items = list(self.items)
         if index >= len(items):
             if not self.dynamic:
-                raise IndexError(f"{op.op_type} '{op.name}': input 'index' is {index}, past the end of a "
-                                 f"fixed-length list of length {len(items)}")
+                raise IndexError(
+                    f"{op.op_type} '{op.name}': input 'index' is {index}, past the end of a "
+                    f"fixed-length list of length {len(items)}"
+                )
             items += [None] * (index + 1 - len(items))
         value = np.asarray(value, dtype=self.dtype)
         if self.elem_shape is not None and value.shape != self.elem_shape:
-            raise ValueError(f"{op.op_type} '{op.name}': input 'value' has shape {value.shape}, the list's "
-                             f"elements are {self.elem_shape}")
+            raise ValueError(
+                f"{op.op_type} '{op.name}': input 'value' has shape {value.shape}, the list's "
+                f"elements are {self.elem_shape}"
+            )
         items[index] = value
         return TensorList(tuple(items), self.dtype, self.elem_shape, self.dynamic)
 

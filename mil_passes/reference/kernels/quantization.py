@@ -63,9 +63,7 @@ def dequantize(op, args):
 
 @kernel("constexpr_affine_dequantize")
 def constexpr_affine_dequantize(op, args):
-    return _affine_dequantize(
-        args["quantized_data"], args["scale"], args["zero_point"], args["axis"]
-    )
+    return _affine_dequantize(args["quantized_data"], args["scale"], args["zero_point"], args["axis"])
 
 
 @kernel("constexpr_cast")

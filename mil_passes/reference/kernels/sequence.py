@@ -26,12 +26,15 @@ def reverse_sequence(op, args: dict) -> np.ndarray:
         raise ValueError(f"{op.op_type} '{op.name}': inputs 'seq_axis' and 'batch_axis' are both {seq_axis}")
     lengths = np.asarray(args["lengths"]).astype(np.int64).reshape(-1)
     if lengths.size != x.shape[batch_axis]:
-        raise ValueError(f"{op.op_type} '{op.name}': input 'lengths' has {lengths.size} values for "
-                         f"{x.shape[batch_axis]} slices along batch_axis {batch_axis}")
+        raise ValueError(
+            f"{op.op_type} '{op.name}': input 'lengths' has {lengths.size} values for "
+            f"{x.shape[batch_axis]} slices along batch_axis {batch_axis}"
+        )
     bad = (lengths < 0) | (lengths > x.shape[seq_axis])
     if bad.any():
-        raise PredictionError(f"{op.op_type} '{op.name}': input 'lengths' has {int(lengths[bad][0])}, outside "
-                              f"[0, {x.shape[seq_axis]}]")
+        raise PredictionError(
+            f"{op.op_type} '{op.name}': input 'lengths' has {int(lengths[bad][0])}, outside [0, {x.shape[seq_axis]}]"
+        )
     # positions along seq_axis, per batch slice: length-1-j for j < length, else j
     j = np.arange(x.shape[seq_axis])
     source = np.where(j[None, :] < lengths[:, None], lengths[:, None] - 1 - j[None, :], j[None, :])
