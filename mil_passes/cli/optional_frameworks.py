@@ -18,8 +18,18 @@ from typing import Iterator
 
 #: Top-level modules coremltools probes for at import and the command never uses.
 OPTIONAL_FRAMEWORKS = frozenset(
-    {"torch", "torchvision", "torchaudio", "executorch", "torchao", "transformers", "tensorflow",
-     "sklearn", "xgboost", "libsvm"}
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "executorch",
+        "torchao",
+        "transformers",
+        "tensorflow",
+        "sklearn",
+        "xgboost",
+        "libsvm",
+    }
 )
 
 

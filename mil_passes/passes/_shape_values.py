@@ -126,8 +126,7 @@ class Values:
                 return ShapeValue(_objects(val), from_shape=False)
             return ShapeValue(_unknown(shape), from_shape=False)
         from_shape = op.op_type == "shape" or any(
-            self._memo.get(v) is not None and self._memo[v].from_shape
-            for v in op.get_flattened_inputs()
+            self._memo.get(v) is not None and self._memo[v].from_shape for v in op.get_flattened_inputs()
         )
         try:
             outputs = rule(op, self)
@@ -200,6 +199,7 @@ def _out_dtype(op: Operation, index: int = 0) -> np.dtype:
 
 
 # -- rules: (op, values) -> elements (or a tuple, one per output) or None ----------------------
+
 
 def _shape(op: Operation, values: Values) -> np.ndarray | None:
     if not types.is_tensor(op.x.sym_type) or any_variadic(op.x.shape):

@@ -75,6 +75,7 @@ def _show(elements) -> str:
 
 # -- reshape targets ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ReshapePlan:
     """``squeeze(reshape(expand_dims(x, expand_axes), target), squeeze_axes)``; ``reshaped``: the
@@ -251,6 +252,7 @@ def declare_reshape_type(op: Operation, reshaped: type) -> None:
 
 # -- patterns ----------------------------------------------------------------------------------
 
+
 class FoldReshapeTarget(RewritePattern[ReshapePlan]):
     """A reshape whose target is computed from shape ops → a reshape with a const target."""
 
@@ -265,7 +267,10 @@ class FoldReshapeTarget(RewritePattern[ReshapePlan]):
 
     def describe(self, op: Operation, plan: ReshapePlan) -> str:
         expand = f" of x with size-1 axes {list(plan.expand_axes)} added" if plan.expand_axes else ""
-        return f"reshape '{op.name}' reads a target computed from shape ops: it gets the const target {list(plan.target)}{expand}"
+        return (
+            f"reshape '{op.name}' reads a target computed from shape ops: "
+            f"it gets the const target {list(plan.target)}{expand}"
+        )
 
     def rewrite(self, op: Operation, plan: ReshapePlan, rewriter: Rewriter) -> None:
         source, name = op.x, op.name
@@ -357,12 +362,15 @@ def _why_shape_stays(op: Operation, values: Values) -> str | None:
 
 # -- types of reshapes with a 0 target ---------------------------------------------------------
 
+
 def _literal_zero_shape(op: Operation) -> tuple | None:
     """The true shape of a reshape whose declared one has a literal 0 for a copied dim (two names
     of a run-time dim do not contradict: keeping them keeps a second run a no-op)."""
     shape = reshape_output_shape(op)
     declared = op.outputs[0].shape
-    if shape is None or all(is_symbolic(d) or (not is_symbolic(t) and int(t) == int(d)) for t, d in zip(shape, declared)):
+    if shape is None or all(
+        is_symbolic(d) or (not is_symbolic(t) and int(t) == int(d)) for t, d in zip(shape, declared)
+    ):
         return None
     return shape
 

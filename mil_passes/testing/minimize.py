@@ -36,8 +36,12 @@ class Signature:
 
     def same_as(self, other: "Signature | None") -> bool:
         """``other`` fails in this pass, with this status, in one of this failure's kinds."""
-        return (other is not None and other.pass_name == self.pass_name and other.status == self.status
-                and bool(self.kinds & other.kinds))
+        return (
+            other is not None
+            and other.pass_name == self.pass_name
+            and other.status == self.status
+            and bool(self.kinds & other.kinds)
+        )
 
     def __str__(self) -> str:
         return f"{self.pass_name} {self.status} ({', '.join(sorted(self.kinds))})"
@@ -110,8 +114,9 @@ def minimize(
         return None
     shrinker = _Shrinker(recipe, dict(feeds), resolved, row, max_checks)
     shrinker.run()
-    return Minimized(shrinker.recipe, shrinker.feeds, shrinker.passes, shrinker.signature, shrinker.row,
-                     shrinker.checks)
+    return Minimized(
+        shrinker.recipe, shrinker.feeds, shrinker.passes, shrinker.signature, shrinker.row, shrinker.checks
+    )
 
 
 def _culprit_pipeline(pipeline: PassPipeline, passes: list[str]) -> PassPipeline:
@@ -151,7 +156,7 @@ class _Shrinker:
         recipe, feeds = self.recipe, self.feeds
         for i in range(len(recipe.outputs)):
             if len(recipe.outputs) > 1:
-                yield replace(recipe, outputs=recipe.outputs[:i] + recipe.outputs[i + 1:]), feeds
+                yield replace(recipe, outputs=recipe.outputs[:i] + recipe.outputs[i + 1 :]), feeds
         layout = _Layout(recipe)
         yield from _dead_steps_removed(recipe, layout, feeds)
         values = layout.values(feeds)
@@ -212,8 +217,13 @@ def _refs_used(recipe: Recipe) -> set[int]:
 
 
 def _rebuilt(
-    recipe: Recipe, layout: _Layout, *, drop: set[int] = frozenset(), replaced: dict[int, Any] | None = None,
-    new_inputs: Sequence[tuple[int, InputDecl]] = (), keep_inputs: Sequence[int] | None = None,
+    recipe: Recipe,
+    layout: _Layout,
+    *,
+    drop: set[int] = frozenset(),
+    replaced: dict[int, Any] | None = None,
+    new_inputs: Sequence[tuple[int, InputDecl]] = (),
+    keep_inputs: Sequence[int] | None = None,
 ) -> Recipe | None:
     """``recipe`` without the steps ``drop``; var ``i`` in ``replaced`` becomes that const value,
     and each ``(i, decl)`` of ``new_inputs`` a new input. None when a dropped var is still read."""
@@ -316,8 +326,9 @@ def _inputs_dropped(recipe: Recipe, layout: _Layout, feeds: dict) -> Iterator[tu
 
 def _inputs_shrunk(recipe: Recipe, feeds: dict) -> Iterator[tuple[Recipe, dict]]:
     """Symbolic dims made the fed size; then each dim of each input halved, then 1."""
-    sizes = {d: feeds[decl.name].shape[a] for decl in recipe.inputs for a, d in enumerate(decl.shape)
-             if isinstance(d, str)}
+    sizes = {
+        d: feeds[decl.name].shape[a] for decl in recipe.inputs for a, d in enumerate(decl.shape) if isinstance(d, str)
+    }
     if sizes:
         concrete = tuple(replace(decl, shape=tuple(sizes.get(d, d) for d in decl.shape)) for decl in recipe.inputs)
         yield replace(recipe, inputs=concrete), feeds
@@ -326,8 +337,8 @@ def _inputs_shrunk(recipe: Recipe, feeds: dict) -> Iterator[tuple[Recipe, dict]]
             if isinstance(dim, str) or dim <= 1:
                 continue
             for size in dict.fromkeys((dim // 2, 1)):
-                shape = decl.shape[:axis] + (size,) + decl.shape[axis + 1:]
-                inputs = recipe.inputs[:i] + (replace(decl, shape=shape),) + recipe.inputs[i + 1:]
+                shape = decl.shape[:axis] + (size,) + decl.shape[axis + 1 :]
+                inputs = recipe.inputs[:i] + (replace(decl, shape=shape),) + recipe.inputs[i + 1 :]
                 value = np.take(feeds[decl.name], np.arange(size), axis=axis)
                 yield replace(recipe, inputs=inputs), {**feeds, decl.name: value}
 
@@ -338,4 +349,3 @@ def expected_outputs(recipe: Recipe, feeds: dict) -> dict[str, np.ndarray]:
 
     with np.errstate(all="ignore"):
         return evaluate(recipe.build(), feeds)
-

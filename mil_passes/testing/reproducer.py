@@ -167,8 +167,10 @@ class _Writer:
     def step(self, step: Step, indent: str) -> None:
         args = ", ".join(f"{key}={_arg(value, f'{step.name}_{key}')}" for key, value in step.args.items())
         if step.op_type == "cond":
-            fns = [self.branch(branch, f"_{kind}_{self.next}", indent)
-                   for kind, branch in zip(("true", "false"), step.branches)]
+            fns = [
+                self.branch(branch, f"_{kind}_{self.next}", indent)
+                for kind, branch in zip(("true", "false"), step.branches)
+            ]
             call = f"mb.cond({args}, _true_fn={fns[0]}, _false_fn={fns[1]}, name={step.name!r})"
         else:
             call = f"mb.{step.op_type}({args}, name={step.name!r})"
