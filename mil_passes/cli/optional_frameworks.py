@@ -34,7 +34,7 @@ OPTIONAL_FRAMEWORKS = frozenset(
 
 
 class _Refuse(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path=None, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, fullname, path=None, target=None):
         if fullname.partition(".")[0] in OPTIONAL_FRAMEWORKS:
             raise ModuleNotFoundError(f"mil-passes does not load {fullname}", name=fullname)
         return None

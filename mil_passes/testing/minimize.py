@@ -12,7 +12,7 @@ shrink input dims. :mod:`.reproducer` writes the result as a script.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, Sequence
+from typing import Any, Collection, Iterator, Sequence
 
 import numpy as np
 from coremltools.converters.mil.mil import Program, Var, types
@@ -130,7 +130,9 @@ class _Shrinker:
         self.recipe, self.feeds, self.row = recipe, feeds, row
         self.pipeline = pipeline
         self.passes = list(pipeline.passes[: row.index])
-        self.signature = signature_of(row)
+        signature = signature_of(row)
+        assert signature is not None, "minimize() starts from a culprit row"
+        self.signature = signature
         self.max_checks = max_checks
         self.checks = 0
 
@@ -140,7 +142,7 @@ class _Shrinker:
         self.checks += 1
         passes = self.passes if passes is None else passes
         row = failure(recipe, _culprit_pipeline(self.pipeline, passes), feeds)
-        if not self.signature.same_as(signature_of(row)):
+        if row is None or not self.signature.same_as(signature_of(row)):
             return False
         self.recipe, self.feeds, self.passes, self.row = recipe, feeds, passes, row
         return True
@@ -220,7 +222,7 @@ def _rebuilt(
     recipe: Recipe,
     layout: _Layout,
     *,
-    drop: set[int] = frozenset(),
+    drop: Collection[int] = frozenset(),
     replaced: dict[int, Any] | None = None,
     new_inputs: Sequence[tuple[int, InputDecl]] = (),
     keep_inputs: Sequence[int] | None = None,
@@ -254,7 +256,8 @@ def _rebuilt(
     def step(s: Step) -> Step:
         branches = None
         if s.branches is not None:
-            branches = tuple(Branch(tuple(step(x) for x in b.steps), arg(b.output)) for b in s.branches)
+            true_branch, false_branch = (Branch(tuple(step(x) for x in b.steps), arg(b.output)) for b in s.branches)
+            branches = (true_branch, false_branch)
         return Step(s.op_type, s.name, {key: arg(value) for key, value in s.args.items()}, branches)
 
     try:
@@ -326,7 +329,7 @@ def _inputs_dropped(recipe: Recipe, layout: _Layout, feeds: dict) -> Iterator[tu
 
 def _inputs_shrunk(recipe: Recipe, feeds: dict) -> Iterator[tuple[Recipe, dict]]:
     """Symbolic dims made the fed size; then each dim of each input halved, then 1."""
-    sizes = {
+    sizes: dict[int | str, int] = {
         d: feeds[decl.name].shape[a] for decl in recipe.inputs for a, d in enumerate(decl.shape) if isinstance(d, str)
     }
     if sizes:
