@@ -30,7 +30,8 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-base
 	$(BIN)/mil-passes demo
 
-test: $(VENV)/.installed-test
+# The suite, after lint, format and type checks (make check): CI fails on any of them.
+test: check
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 # Lint, format and types, as configured in pyproject.toml ([tool.ruff], [tool.mypy]).

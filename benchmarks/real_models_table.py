@@ -62,13 +62,30 @@ def row(model: RealModel) -> list[str]:
     with tempfile.TemporaryDirectory() as folder:
         trip = round_trip(fp32["DEFAULT"], folder, ready.trials)
     trip_cell = f"optimize {trip.optimize_status}, lint {trip.lint_status}, {error_cell(trip.error, False)}"
-    return [model.name, "yes", *errors, findings_cell(fp32["DEFAULT"]), findings_cell(fp32["pipeline"]),
-            f"{shape_ops[0]} → {shape_ops[1]}", trip_cell]
+    return [
+        model.name,
+        "yes",
+        *errors,
+        findings_cell(fp32["DEFAULT"]),
+        findings_cell(fp32["pipeline"]),
+        f"{shape_ops[0]} → {shape_ops[1]}",
+        trip_cell,
+    ]
 
 
 def table() -> str:
-    header = ["model", "converts", "DEFAULT fp32", "pipeline fp32", "DEFAULT fp16", "pipeline fp16",
-              "lint, DEFAULT fp32", "lint, pipeline fp32", "`shape` ops DEFAULT → pipeline", "command round trip"]
+    header = [
+        "model",
+        "converts",
+        "DEFAULT fp32",
+        "pipeline fp32",
+        "DEFAULT fp16",
+        "pipeline fp16",
+        "lint, DEFAULT fp32",
+        "lint, pipeline fp32",
+        "`shape` ops DEFAULT → pipeline",
+        "command round trip",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for model in MODELS:
         start = time.perf_counter()

@@ -69,8 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     ratio = verify_seconds / default_seconds
     print(f"program: {spec.label}, {ops:,} ops (consts included)")
     print(f"DEFAULT (PassPipelineManager):        {default_seconds:8.1f} s")
-    print(f"verify DEFAULT, {args.feeds} feeds:              {verify_seconds:8.1f} s "
-          f"(passes {passes:.1f} s, culprit {verification.culprit and verification.culprit.name})")
+    print(
+        f"verify DEFAULT, {args.feeds} feeds:              {verify_seconds:8.1f} s "
+        f"(passes {passes:.1f} s, culprit {verification.culprit and verification.culprit.name})"
+    )
     print(f"ratio verify / DEFAULT: {ratio:.2f} (target <= {TARGET_RATIO:g})")
     for what, cost in copy_costs(spec).items():
         print(f"copy by {what}: {cost}")

@@ -10,6 +10,7 @@ import importlib as _importlib
 import logging as _logging
 import sys as _sys
 import types as _types
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 # coremltools warns at import that Core ML's runtime is missing (always, off macOS) and that torch is
 # newer than it tested; neither is about this package. Other coremltools warnings still show.
@@ -21,6 +22,9 @@ from ._registration import when_imported  # noqa: E402
 from ._version import __version__  # noqa: E402
 
 _moved.install()
+
+if _TYPE_CHECKING:  # for type checkers only: at run time __getattr__ imports these on first use
+    from .pipeline import PASS_NAMES, pipeline
 
 __all__ = ["__version__", "PASS_NAMES", "pipeline"]
 _LAZY = ("PASS_NAMES", "pipeline")  # from mil_passes/pipeline.py, which imports coremltools

@@ -30,7 +30,7 @@ class _WhenSettled(importlib.abc.MetaPathFinder):
     def _watched(self, fullname: str) -> bool:
         return fullname == self.trigger or fullname.startswith(self.package + ".")
 
-    def find_spec(self, fullname, path=None, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, fullname, path=None, target=None):
         if self.done or self.finding or not self._watched(fullname):
             return None
         self.finding = True
@@ -43,7 +43,7 @@ class _WhenSettled(importlib.abc.MetaPathFinder):
             return spec
         exec_module = loader.exec_module
 
-        def exec_then_settle(module) -> None:  # type: ignore[no-untyped-def]
+        def exec_then_settle(module) -> None:
             exec_module(module)
             self.armed = self.armed or fullname == self.trigger
             self.settle(finished=fullname)

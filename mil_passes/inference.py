@@ -102,7 +102,8 @@ def _repair_block(block: Block, changed: set[Var], repaired: list[Operation], ho
             before = [(out.sym_type, out.sym_val) for out in op.outputs]
             op.type_value_inference(overwrite_output=True)
             changed.update(
-                out for out, (sym_type, sym_val) in zip(op.outputs, before)
+                out
+                for out, (sym_type, sym_val) in zip(op.outputs, before)
                 if out.sym_type != sym_type or not _same_value(out.sym_val, sym_val)
             )
         hole = holes.get(op.op_type)

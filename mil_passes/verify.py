@@ -34,8 +34,16 @@ from .reference.interpreter import evaluate_vars
 from .reference.feeds import random_inputs
 
 __all__ = [
-    "OutputChange", "PassRow", "Verification", "UnknownPipeline", "VerifyError", "PIPELINES",
-    "resolve_pipeline", "verify_program", "verify_package", "compare_outputs",
+    "OutputChange",
+    "PassRow",
+    "Verification",
+    "UnknownPipeline",
+    "VerifyError",
+    "PIPELINES",
+    "resolve_pipeline",
+    "verify_program",
+    "verify_package",
+    "compare_outputs",
 ]
 
 #: (rtol, atol) per precision: a float output is within precision when its largest change is at
@@ -212,7 +220,11 @@ def verify_program(
         if row.is_culprit:
             break
     return Verification(
-        _label(pipeline, resolved), list(resolved.passes), len(feed_list), seed, rows,
+        _label(pipeline, resolved),
+        list(resolved.passes),
+        len(feed_list),
+        seed,
+        rows,
         seconds=time.perf_counter() - start,
     )
 
@@ -314,8 +326,9 @@ class _Run:
         try:
             graph_pass(work)
         except Exception as error:  # noqa: BLE001 - any exception of a pass is what is reported
-            return PassRow(index, name, time.perf_counter() - start, ops_before, ops_before, "raised",
-                           error=_one_line(error))
+            return PassRow(
+                index, name, time.perf_counter() - start, ops_before, ops_before, "raised", error=_one_line(error)
+            )
         seconds = time.perf_counter() - start
         row = PassRow(index, name, seconds, ops_before, _ops(work), "same")
         try:
@@ -331,8 +344,10 @@ class _Run:
         names = list(func.inputs)
         if len(names) != len(self.input_names) or len(func.outputs) != len(self.output_names):
             row.status = "changed"
-            row.error = (f"the interface changed: inputs {self.input_names} -> {names}, outputs "
-                         f"{self.output_names} -> {[v.name for v in func.outputs]}")
+            row.error = (
+                f"the interface changed: inputs {self.input_names} -> {names}, outputs "
+                f"{self.output_names} -> {[v.name for v in func.outputs]}"
+            )
             return
         got = []
         try:
@@ -350,7 +365,9 @@ class _Run:
 
 
 def compare_outputs(
-    names: Sequence[str], want: Sequence[Sequence[np.ndarray]], got: Sequence[Sequence[np.ndarray]],
+    names: Sequence[str],
+    want: Sequence[Sequence[np.ndarray]],
+    got: Sequence[Sequence[np.ndarray]],
     precision: str = "fp32",
 ) -> dict[str, OutputChange]:
     """Per output (by position; one list per feed): dtypes, shapes, largest change and status
@@ -362,8 +379,14 @@ def compare_outputs(
         before = [outputs[position] for outputs in want]
         after = [outputs[position] for outputs in got]
         change = OutputChange(
-            name, _dtype_name(before[0]), _dtype_name(after[0]),
-            list(before[0].shape), list(after[0].shape), None, None, "same",
+            name,
+            _dtype_name(before[0]),
+            _dtype_name(after[0]),
+            list(before[0].shape),
+            list(after[0].shape),
+            None,
+            None,
+            "same",
         )
         if any(b.shape != a.shape for b, a in zip(before, after)):
             change.status = "changed"
@@ -421,8 +444,7 @@ def _identical(before: np.ndarray, after: np.ndarray) -> bool:
         return bool(np.array_equal(before, after))
     as_bytes = lambda a: np.ascontiguousarray(a).reshape(-1).view(np.uint8)  # noqa: E731
     return bool(np.array_equal(as_bytes(before), as_bytes(after))) or bool(
-        np.array_equal(before, after, equal_nan=True)
-        and np.array_equal(np.signbit(before), np.signbit(after))
+        np.array_equal(before, after, equal_nan=True) and np.array_equal(np.signbit(before), np.signbit(after))
     )
 
 
@@ -445,5 +467,7 @@ def format_summary(verification: Verification) -> str:
         return f"culprit: {culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {reason}{rest}"
     counts = {status: sum(row.status == status for row in verification.rows) for status in STATUS_ORDER}
     parts = [f"{counts[s]} {s}" for s in ("same", "precision", "unchecked") if counts[s]]
-    return (f"no pass changed the outputs: {total} pass{'' if total == 1 else 'es'} ({', '.join(parts) or 'none run'}), "
-            f"{verification.seconds:.2f} s")
+    return (
+        f"no pass changed the outputs: {total} pass{'' if total == 1 else 'es'} ({', '.join(parts) or 'none run'}), "
+        f"{verification.seconds:.2f} s"
+    )

@@ -71,6 +71,7 @@ def test_docstring_example():
 
 # -- 1. static shape ---------------------------------------------------------------------------
 
+
 def test_static_shape_becomes_int32_const():
     """%dims = shape(x=%x)  # x: [2, 3, 4]   →   %dims = const(val=[2, 3, 4])"""
 
@@ -124,6 +125,7 @@ def test_static_webnn_program_converts_with_empty_pipeline_without_shape_op():
 
 # -- 2. values computed from shape ops ---------------------------------------------------------
 
+
 def values_program(fn, opset=ct.target.iOS17):
     """A program on x[B, S, 8, 4] whose outputs are ``fn(shape(x))``."""
 
@@ -145,14 +147,14 @@ FOLDED_VALUES = {
     # %v = slice_by_index(x=%dims, begin=[2], end=[0], end_mask=[True])  → [8, 4]
     "slice_by_index": (lambda d: mb.slice_by_index(x=d, begin=[2], end=[0], end_mask=[True]), [8, 4]),
     "slice_by_index_reversed": (
-        lambda d: mb.slice_by_index(x=d, begin=[0], end=[1], stride=[-1], begin_mask=[True]), [4, 8]
+        lambda d: mb.slice_by_index(x=d, begin=[0], end=[1], stride=[-1], begin_mask=[True]),
+        [4, 8],
     ),
-    "slice_by_index_squeezed": (
-        lambda d: mb.slice_by_index(x=d, begin=[3], end=[4], squeeze_mask=[True]), 4
-    ),
+    "slice_by_index_squeezed": (lambda d: mb.slice_by_index(x=d, begin=[3], end=[4], squeeze_mask=[True]), 4),
     "slice_by_size": (lambda d: mb.slice_by_size(x=d, begin=[2], size=[-1]), [8, 4]),
     "reduce_prod": (
-        lambda d: mb.reduce_prod(x=mb.slice_by_index(x=d, begin=[2], end=[4]), axes=[0], keep_dims=True), [32]
+        lambda d: mb.reduce_prod(x=mb.slice_by_index(x=d, begin=[2], end=[4]), axes=[0], keep_dims=True),
+        [32],
     ),
     "stack": (
         lambda d: mb.stack(values=(mb.gather(x=d, indices=3, axis=0), mb.gather(x=d, indices=2, axis=0)), axis=0),
@@ -169,7 +171,8 @@ FOLDED_VALUES = {
         np.float32(0.25),
     ),
     "cast_round_trip": (
-        lambda d: mb.cast(x=mb.cast(x=mb.gather(x=d, indices=2, axis=0), dtype="fp32"), dtype="int32"), 8
+        lambda d: mb.cast(x=mb.cast(x=mb.gather(x=d, indices=2, axis=0), dtype="fp32"), dtype="int32"),
+        8,
     ),
     "arithmetic": (
         lambda d: [
@@ -228,10 +231,13 @@ def test_split_folds_only_its_static_output():
 REFUSED_VALUES = {
     "runtime dim": (lambda d: mb.gather(x=d, indices=0, axis=0), "value [B] is not known before run time"),
     "inexact int real_div": (
-        lambda d: mb.real_div(x=mb.gather(x=d, indices=2, axis=0), y=3), "value [?] is not known before run time"
+        lambda d: mb.real_div(x=mb.gather(x=d, indices=2, axis=0), y=3),
+        "value [?] is not known before run time",
     ),
     "float to int truncation": (
-        lambda d: mb.cast(x=mb.real_div(x=mb.cast(x=mb.gather(x=d, indices=2, axis=0), dtype="fp32"), y=3.0), dtype="int32"),
+        lambda d: mb.cast(
+            x=mb.real_div(x=mb.cast(x=mb.gather(x=d, indices=2, axis=0), dtype="fp32"), y=3.0), dtype="int32"
+        ),
         "value [?] is not known before run time",
     ),
     "interleaved concat": (
@@ -239,7 +245,8 @@ REFUSED_VALUES = {
         "value [?, ?] is not known before run time",
     ),
     "product of run-time dims": (
-        lambda d: mb.reduce_prod(x=mb.slice_by_index(x=d, begin=[0], end=[2])), "value [?] is not known before run time"
+        lambda d: mb.reduce_prod(x=mb.slice_by_index(x=d, begin=[0], end=[2])),
+        "value [?] is not known before run time",
     ),
 }
 
@@ -300,6 +307,7 @@ def test_each_value_is_computed_once_per_run(monkeypatch):
 
 # -- 3. reshape targets ------------------------------------------------------------------------
 
+
 def reshape_program(x_shape, target_fn, opset=ct.target.iOS17, prefix=None):
     """x → reshape(x, target_fn(shape(x))); ``prefix`` transforms x first."""
 
@@ -321,45 +329,91 @@ def dims_of(d, *axes):
 RESHAPES = {
     # %t = concat((%dims[0:2], [4, 8]))  x: [B, S, 32]
     # → %e = expand_dims(x, axes=[3]); %out = reshape(%e, [0, 0, 4, 8])
-    "unflatten": ((B, S, 32), lambda d: mb.concat(values=(dims_of(d, 0, 1), [4, 8]), axis=0),
-                  [[0, 0, 4, 8]], {"expand_dims": 1}),
+    "unflatten": (
+        (B, S, 32),
+        lambda d: mb.concat(values=(dims_of(d, 0, 1), [4, 8]), axis=0),
+        [[0, 0, 4, 8]],
+        {"expand_dims": 1},
+    ),
     # torch's unflatten(-1, (4, -1)) computes [B, S, 4, -1]: the -1 becomes 8
-    "unflatten_minus_one": ((B, S, 32), lambda d: mb.concat(values=(dims_of(d, 0, 1), [4, -1]), axis=0),
-                            [[0, 0, 4, 8]], {"expand_dims": 1}),
+    "unflatten_minus_one": (
+        (B, S, 32),
+        lambda d: mb.concat(values=(dims_of(d, 0, 1), [4, -1]), axis=0),
+        [[0, 0, 4, 8]],
+        {"expand_dims": 1},
+    ),
     # %t = concat((%dims[0:2], reduce_prod(%dims[2:4])))  x: [B, S, 4, 8]
     # → %r = reshape(x, [0, 0, 32, 1]); %out = squeeze(%r, axes=[3])
-    "flatten": ((B, S, 4, 8), lambda d: mb.concat(
-        values=(dims_of(d, 0, 1), mb.reduce_prod(x=dims_of(d, 2, 3), axes=[0], keep_dims=True)), axis=0),
-                [[0, 0, 32, 1]], {"squeeze": 1}),
-    "same_rank": ((B, S, 4, 8), lambda d: mb.concat(values=(dims_of(d, 0, 1), [8, 4]), axis=0),
-                  [[0, 0, 8, 4]], {}),
+    "flatten": (
+        (B, S, 4, 8),
+        lambda d: mb.concat(
+            values=(dims_of(d, 0, 1), mb.reduce_prod(x=dims_of(d, 2, 3), axes=[0], keep_dims=True)), axis=0
+        ),
+        [[0, 0, 32, 1]],
+        {"squeeze": 1},
+    ),
+    "same_rank": ((B, S, 4, 8), lambda d: mb.concat(values=(dims_of(d, 0, 1), [8, 4]), axis=0), [[0, 0, 8, 4]], {}),
     # one run-time size: -1 is enough, no zeros, no extra ops
-    "one_runtime_dim": ((B, 4, 8), lambda d: mb.concat(
-        values=(dims_of(d, 0), mb.mul(x=dims_of(d, 1), y=dims_of(d, 2))), axis=0), [[-1, 32]], {}),
-    "merge_runtime_dims": ((B, S, 32), lambda d: mb.concat(
-        values=(mb.mul(x=dims_of(d, 0), y=dims_of(d, 1)), dims_of(d, 2)), axis=0), [[-1, 32]], {}),
+    "one_runtime_dim": (
+        (B, 4, 8),
+        lambda d: mb.concat(values=(dims_of(d, 0), mb.mul(x=dims_of(d, 1), y=dims_of(d, 2))), axis=0),
+        [[-1, 32]],
+        {},
+    ),
+    "merge_runtime_dims": (
+        (B, S, 32),
+        lambda d: mb.concat(values=(mb.mul(x=dims_of(d, 0), y=dims_of(d, 1)), dims_of(d, 2)), axis=0),
+        [[-1, 32]],
+        {},
+    ),
     # run-time dims at the end: size-1 axes go in front
-    "aligned_right": ((8, B, S), lambda d: mb.concat(values=([2, 4], dims_of(d, 1, 2)), axis=0),
-                      [[2, 4, 0, 0]], {"expand_dims": 1}),
+    "aligned_right": (
+        (8, B, S),
+        lambda d: mb.concat(values=([2, 4], dims_of(d, 1, 2)), axis=0),
+        [[2, 4, 0, 0]],
+        {"expand_dims": 1},
+    ),
     # run-time dims in another order: the one that keeps its order is copied, the other is -1
     # → %e = expand_dims(x, axes=[3]); %r = reshape(%e, [1, 0, -1, 32]); %out = squeeze(%r, axes=[0])
-    "swapped": ((B, S, 32), lambda d: mb.concat(values=(dims_of(d, 1, 0), [32]), axis=0),
-                [[1, 0, -1, 32]], {"expand_dims": 1, "squeeze": 1}),
+    "swapped": (
+        (B, S, 32),
+        lambda d: mb.concat(values=(dims_of(d, 1, 0), [32]), axis=0),
+        [[1, 0, -1, 32]],
+        {"expand_dims": 1, "squeeze": 1},
+    ),
     # a size-1 axis of x between the shared dims: x [4, B, S, 1] → [2, 2, B, S]
-    "size_one_axis_dropped": ((4, B, S, 1), lambda d: mb.concat(values=([2, 2], dims_of(d, 1, 2)), axis=0),
-                              [[2, 2, 0, 0, 1]], {"expand_dims": 1, "squeeze": 1}),
+    "size_one_axis_dropped": (
+        (4, B, S, 1),
+        lambda d: mb.concat(values=([2, 2], dims_of(d, 1, 2)), axis=0),
+        [[2, 2, 0, 0, 1]],
+        {"expand_dims": 1, "squeeze": 1},
+    ),
     # identities keep a dim: B + 0 and S * 1 are still B and S
-    "identities": ((B, S, 32), lambda d: mb.concat(values=(
-        mb.add(x=dims_of(d, 0), y=0), mb.mul(x=dims_of(d, 1), y=1), [2, 16]), axis=0), [[0, 0, 2, 16]],
-                   {"expand_dims": 1}),
+    "identities": (
+        (B, S, 32),
+        lambda d: mb.concat(values=(mb.add(x=dims_of(d, 0), y=0), mb.mul(x=dims_of(d, 1), y=1), [2, 16]), axis=0),
+        [[0, 0, 2, 16]],
+        {"expand_dims": 1},
+    ),
     # torch's frontend joins one scalar per dim: concat((B, S, 2, 16)) of rank-0 values
-    "scalars_joined": ((B, S, 32), lambda d: mb.concat(values=(
-        mb.gather(x=d, indices=0, axis=0), mb.gather(x=d, indices=1, axis=0), np.int32(2), np.int32(16)), axis=0),
-                       [[0, 0, 2, 16]], {"expand_dims": 1}),
+    "scalars_joined": (
+        (B, S, 32),
+        lambda d: mb.concat(
+            values=(mb.gather(x=d, indices=0, axis=0), mb.gather(x=d, indices=1, axis=0), np.int32(2), np.int32(16)),
+            axis=0,
+        ),
+        [[0, 0, 2, 16]],
+        {"expand_dims": 1},
+    ),
     # a dim reaching the target through cast to fp32 and back
-    "cast_round_trip": ((B, S, 32), lambda d: mb.concat(values=(
-        mb.cast(x=mb.cast(x=dims_of(d, 0, 1), dtype="fp32"), dtype="int32"), [32, 1]), axis=0),
-                        [[0, 0, 32, 1]], {"expand_dims": 1}),
+    "cast_round_trip": (
+        (B, S, 32),
+        lambda d: mb.concat(
+            values=(mb.cast(x=mb.cast(x=dims_of(d, 0, 1), dtype="fp32"), dtype="int32"), [32, 1]), axis=0
+        ),
+        [[0, 0, 32, 1]],
+        {"expand_dims": 1},
+    ),
 }
 
 
@@ -384,8 +438,9 @@ def test_reshape_after_reshape_gets_a_size_one_axis_between():
         doubled = mb.mul(x=dims_of(d, 1), y=2)
         return mb.reshape(x=y, shape=mb.concat(values=(dims_of(d, 0), doubled, [2, 8]), axis=0))
 
-    build = reshape_program((B, S, 4, 8), lambda d: mb.concat(values=(dims_of(d, 0, 1), [16, 1]), axis=0),
-                            prefix=prefix)
+    build = reshape_program(
+        (B, S, 4, 8), lambda d: mb.concat(values=(dims_of(d, 0, 1), [16, 1]), axis=0), prefix=prefix
+    )
     after = check(build)
     assert const_target(after) == [[0, -1, 2, 8], [0, 0, 16, 1, 1]]
     with_merge = PassPipeline(pass_names=[PASS, "common::merge_consecutive_reshapes"], pipeline_name="merge")
@@ -507,8 +562,10 @@ NOT_CANDIDATES = {
 
 @pytest.mark.parametrize("case", sorted(NOT_CANDIDATES))
 def test_reshape_without_a_shape_computed_target_is_not_a_candidate(case):
-    @mb.program(input_specs=[mb.TensorSpec(shape=(B, 32)), mb.TensorSpec(shape=(3,), dtype=types.int32)],
-                opset_version=ct.target.iOS17)
+    @mb.program(
+        input_specs=[mb.TensorSpec(shape=(B, 32)), mb.TensorSpec(shape=(3,), dtype=types.int32)],
+        opset_version=ct.target.iOS17,
+    )
     def prog(x, n):
         return NOT_CANDIDATES[case](x, n)
 
@@ -518,10 +575,12 @@ def test_reshape_without_a_shape_computed_target_is_not_a_candidate(case):
 
 
 REFUSED_RESHAPES = {
-    "run-time dims reversed": ((B, S, T), lambda x, n: mb.reshape(
-        x=x, shape=dims_of(mb.shape(x=x), 2, 1, 0), name="out"),
-                               "target [T, S, B] of x [B, S, T]: S, B are run-time sizes a const target can neither copy from x "
-                               "in place (0) nor infer (-1 stands for one size only)"),
+    "run-time dims reversed": (
+        (B, S, T),
+        lambda x, n: mb.reshape(x=x, shape=dims_of(mb.shape(x=x), 2, 1, 0), name="out"),
+        "target [T, S, B] of x [B, S, T]: S, B are run-time sizes a const target can neither copy from x "
+        "in place (0) nor infer (-1 stands for one size only)",
+    ),
 }
 
 
@@ -546,8 +605,10 @@ def test_reshape_that_needs_the_run_time_stays(case):
 
 
 def test_target_of_run_time_length_stays():
-    @mb.program(input_specs=[mb.TensorSpec(shape=(B, 32)), mb.TensorSpec(shape=(T,), dtype=types.int32)],
-                opset_version=ct.target.iOS17)
+    @mb.program(
+        input_specs=[mb.TensorSpec(shape=(B, 32)), mb.TensorSpec(shape=(T,), dtype=types.int32)],
+        opset_version=ct.target.iOS17,
+    )
     def prog(x, n):
         return mb.reshape(x=x, shape=n, name="out")
 
@@ -555,8 +616,10 @@ def test_target_of_run_time_length_stays():
 
 
 def test_x_of_unknown_rank_stays():
-    @mb.program(input_specs=[mb.TensorSpec(shape=(B, 32)), mb.TensorSpec(shape=(T,), dtype=types.int32)],
-                opset_version=ct.target.iOS17)
+    @mb.program(
+        input_specs=[mb.TensorSpec(shape=(B, 32)), mb.TensorSpec(shape=(T,), dtype=types.int32)],
+        opset_version=ct.target.iOS17,
+    )
     def prog(y, n):
         x = mb.reshape(x=y, shape=n)  # rank known only at run time
         return mb.reshape(x=x, shape=mb.shape(x=y), name="out")
@@ -582,6 +645,7 @@ def test_negative_size_in_target_stays():
 
 
 # -- 4. reasons for surviving shape ops --------------------------------------------------------
+
 
 def test_surviving_shape_op_names_the_op_that_reads_run_time_dims(caplog):
     @mb.program(input_specs=[mb.TensorSpec(shape=(B, 4))], opset_version=ct.target.iOS17)
@@ -616,6 +680,7 @@ def test_shape_op_returned_by_the_function_stays():
 
 # -- random shape chains -----------------------------------------------------------------------
 
+
 @st.composite
 def shape_chains(draw):
     """x with 0–3 run-time dims; a target built from its shape by gather/slice/arith/concat,
@@ -636,7 +701,9 @@ def shape_chains(draw):
         if splits and draw(st.integers(0, 2)):
             recipe.append(("split", group, draw(st.sampled_from(splits))))
         else:
-            recipe.append((draw(st.sampled_from(("gather", "slice", "slice_by_size", "identity", "cast"))), group, None))
+            recipe.append(
+                (draw(st.sampled_from(("gather", "slice", "slice_by_size", "identity", "cast"))), group, None)
+            )
     if draw(st.booleans()):  # any order of the pieces is a valid target: dims move position
         recipe = [recipe[i] for i in draw(st.permutations(range(len(recipe))))]
     return tuple(x_shape), recipe, draw(st.sampled_from(OPSETS)), draw(st.booleans())
@@ -755,10 +822,7 @@ def test_default_pipeline_keeps_four_shape_ops_on_the_same_attention(attention):
 
 
 def declared_dims(tensor_type) -> list:
-    return [
-        int(d.constant.size) if d.WhichOneof("dimension") == "constant" else "?"
-        for d in tensor_type.dimensions
-    ]
+    return [int(d.constant.size) if d.WhichOneof("dimension") == "constant" else "?" for d in tensor_type.dimensions]
 
 
 def test_saved_model_declares_the_true_dims_of_created_reshapes(attention, tmp_path):

@@ -61,8 +61,9 @@ def test_reproducer_shows_the_bug_and_turns_0_when_fixed(tmp_path):
     assert result.returncode == 1, result.stderr
     assert "before fp32[2] = [0.25, 3.0]; after int32[2] = [0, 3]" in result.stdout
     fixed = tmp_path / "fixed.py"  # as if the pass were fixed: one that changes nothing
-    fixed.write_text(path.read_text().replace("PASSES = ['common::const_elimination']",
-                                              "PASSES = ['common::noop_elimination']"))
+    fixed.write_text(
+        path.read_text().replace("PASSES = ['common::const_elimination']", "PASSES = ['common::noop_elimination']")
+    )
     result = run_script(fixed)
     assert result.returncode == 0 and "fixed" in result.stdout
 
@@ -101,8 +102,11 @@ def test_reproducer_of_a_value_change_known_only_at_run_time_says_so(tmp_path):
     steps = [
         Step("cast", "to_uint8", {"x": Ref(0), "dtype": "uint8"}),
         Step("cast", "to_bool", {"x": Ref(1), "dtype": "bool"}),
-        Step("select", "picked", {"cond": Ref(2), "a": np.array([-30, -29, -28], np.float16),
-                                  "b": np.array([-40], np.float16)}),
+        Step(
+            "select",
+            "picked",
+            {"cond": Ref(2), "a": np.array([-30, -29, -28], np.float16), "b": np.array([-40], np.float16)},
+        ),
     ]
     recipe = Recipe(ct.target.iOS17, (InputDecl("fp32", (3,), "x0"),), steps, [Ref(3)])
     feeds = {"x0": np.array([0, -10, 0.5], np.float32)}
@@ -126,13 +130,16 @@ def test_check_verified_says_whether_the_program_changed():
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "reproducers"
 
 
-@pytest.mark.parametrize("script, status, words", [
-    ("const_elimination_raises.py", 1, "common::const_elimination raises ValueError"),
-    ("cast_optimization_float_int_bool.py", 2, "= cast(x=%x0, dtype=bool"),  # the fused cast, printed
-    ("add_fp16_cast_overflow.py", 1, "-inf"),
-    ("remove_symbolic_reshape_output.py", 1, "raises ValueError: cannot delete op gather_2"),
-    ("add_int16_cast_gather_data.py", 2, 'cast(x=%x0, dtype="int16"'),
-])
+@pytest.mark.parametrize(
+    "script, status, words",
+    [
+        ("const_elimination_raises.py", 1, "common::const_elimination raises ValueError"),
+        ("cast_optimization_float_int_bool.py", 2, "= cast(x=%x0, dtype=bool"),  # the fused cast, printed
+        ("add_fp16_cast_overflow.py", 1, "-inf"),
+        ("remove_symbolic_reshape_output.py", 1, "raises ValueError: cannot delete op gather_2"),
+        ("add_int16_cast_gather_data.py", 2, 'cast(x=%x0, dtype="int16"'),
+    ],
+)
 def test_the_documented_reproducers_say_what_the_docs_say(script, status, words):
     """docs/coremltools-passes.md describes these (coremltools 9.0); update both when one changes."""
     result = run_script(DOCS / script)

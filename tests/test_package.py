@@ -53,7 +53,9 @@ def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
         assert first_const_elimination < names.index(name) < names.index("common::remove_symbolic_reshape")
     # fold_shape_ops runs again after the streaming rewrite (see PLACEMENT).
     folds = [i for i, n in enumerate(names) if n == "webnn::fold_shape_ops"]
-    assert names.index("webnn::concat_slice_to_slice_concat") < folds[1] < names.index("common::remove_symbolic_reshape")
+    assert (
+        names.index("webnn::concat_slice_to_slice_concat") < folds[1] < names.index("common::remove_symbolic_reshape")
+    )
     # So does canonicalize_uint8_select, after the second fold.
     last_canonicalize = len(names) - 1 - names[::-1].index("webnn::canonicalize_uint8_select")
     assert folds[1] < last_canonicalize < names.index("common::remove_symbolic_reshape")

@@ -14,7 +14,9 @@ import pytest
 
 MISSING = [name for name in ("torch", "torchvision", "transformers") if importlib.util.find_spec(name) is None]
 if MISSING:
-    pytest.skip(f"needs the models extra (pip install -e '.[models]'): no {', '.join(MISSING)}", allow_module_level=True)
+    pytest.skip(
+        f"needs the models extra (pip install -e '.[models]'): no {', '.join(MISSING)}", allow_module_level=True
+    )
 
 from mil_passes.lint import lint  # noqa: E402
 from mil_passes.testing.real_models import (  # noqa: E402
@@ -52,8 +54,9 @@ FP16_MASK_NAN = pytest.mark.xfail(
     strict=True, reason="coremltools' fp16 triu of a finfo(fp32).min mask is NaN (-inf - -inf)"
 )
 CONVERSIONS = [
-    pytest.param(name, pipeline, precision,
-                 marks=FP16_MASK_NAN if (name, precision) == ("gpt2_flexible", "fp16") else ())
+    pytest.param(
+        name, pipeline, precision, marks=FP16_MASK_NAN if (name, precision) == ("gpt2_flexible", "fp16") else ()
+    )
     for name in NAMES
     for pipeline in PIPELINES
     for precision in ("fp32", "fp16")

@@ -18,8 +18,14 @@ from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 from mil_passes.cli import main
 from mil_passes.package import io as mlpackage
 from mil_passes.verify import (
-    UnknownPipeline, VerifyError, compare_outputs, format_row, format_summary, resolve_pipeline,
-    verify_package, verify_program,
+    UnknownPipeline,
+    VerifyError,
+    compare_outputs,
+    format_row,
+    format_summary,
+    resolve_pipeline,
+    verify_package,
+    verify_program,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "const_elimination_int32.py"
@@ -85,16 +91,21 @@ def test_named_pipelines_and_pass_lists():
     assert resolve_pipeline("cleanup").passes == PassPipeline.CLEANUP.passes
     assert "webnn::concat_slice_to_slice_concat" in resolve_pipeline("mil_passes").passes
     assert resolve_pipeline("common::noop_elimination, fold_shape_ops").passes == [
-        "common::noop_elimination", "webnn::fold_shape_ops"]
+        "common::noop_elimination",
+        "webnn::fold_shape_ops",
+    ]
     pruning = resolve_pipeline("default_pruning")
     assert pruning.get_options("compression::prune_weights") is not None
 
 
-@pytest.mark.parametrize("name, words", [
-    ("fast", "unknown pipeline 'fast'"),
-    ("common::no_such_pass", "unknown pass 'common::no_such_pass'"),
-    ("a,,", "unknown pass 'a'"),
-])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("fast", "unknown pipeline 'fast'"),
+        ("common::no_such_pass", "unknown pass 'common::no_such_pass'"),
+        ("a,,", "unknown pass 'a'"),
+    ],
+)
 def test_unknown_pipelines_are_named(name, words):
     with pytest.raises(UnknownPipeline, match=words):
         resolve_pipeline(name)
@@ -222,18 +233,21 @@ def f32(*values):
     return np.array(values, np.float32)
 
 
-@pytest.mark.parametrize("before, after, precision, status", [
-    (f32(1, np.nan), f32(1, np.nan), "fp32", "same"),
-    (f32(0.0), f32(-0.0), "fp32", "precision"),  # a sign of zero: not bit-exact, no value change
-    (f32(100, 1), f32(100.001, 1), "fp32", "precision"),
-    (f32(100, 1), f32(100.5, 1), "fp32", "changed"),
-    (f32(100, 1), f32(100.5, 1), "fp16", "precision"),
-    (f32(1, 2), f32(1, np.nan), "fp16", "changed"),
-    (f32(1, 2), np.array([1, 2], np.int32), "fp32", "changed"),
-    (f32(1, 2), f32(1, 2, 3), "fp32", "changed"),
-    (np.array([1, 2], np.int32), np.array([1, 3], np.int32), "fp16", "changed"),
-    (np.array(True), np.array(True), "fp32", "same"),
-])
+@pytest.mark.parametrize(
+    "before, after, precision, status",
+    [
+        (f32(1, np.nan), f32(1, np.nan), "fp32", "same"),
+        (f32(0.0), f32(-0.0), "fp32", "precision"),  # a sign of zero: not bit-exact, no value change
+        (f32(100, 1), f32(100.001, 1), "fp32", "precision"),
+        (f32(100, 1), f32(100.5, 1), "fp32", "changed"),
+        (f32(100, 1), f32(100.5, 1), "fp16", "precision"),
+        (f32(1, 2), f32(1, np.nan), "fp16", "changed"),
+        (f32(1, 2), np.array([1, 2], np.int32), "fp32", "changed"),
+        (f32(1, 2), f32(1, 2, 3), "fp32", "changed"),
+        (np.array([1, 2], np.int32), np.array([1, 3], np.int32), "fp16", "changed"),
+        (np.array(True), np.array(True), "fp32", "same"),
+    ],
+)
 def test_compare_outputs(before, after, precision, status):
     change = compare_outputs(["o"], [[before]], [[after]], precision)["o"]
     assert change.status == status
@@ -274,8 +288,9 @@ def test_cli_names_the_culprit(capsys, const_elimination_package):
     status, out, err = run(capsys, "verify", const_elimination_package)
     assert status == 1 and err == ""
     assert "common::const_elimination" in out.splitlines()[-2] and "int32" in out.splitlines()[-2]
-    assert out.splitlines()[-1].startswith("culprit: common::const_elimination (pass 11 of 95) changed: "
-                                           "output 'y' became int32 (was fp32)")
+    assert out.splitlines()[-1].startswith(
+        "culprit: common::const_elimination (pass 11 of 95) changed: output 'y' became int32 (was fp32)"
+    )
 
 
 def test_cli_names_the_culprit_that_raises(capsys, tmp_path):
@@ -291,7 +306,11 @@ def test_cli_json(capsys, const_elimination_package):
     document = json.loads(out)
     assert status == 1
     assert document["schema"] == "mil-passes/verify/1" and document["culprit"] == "common::const_elimination"
-    assert (document["pipeline"], document["feeds"], document["input"]) == ("default", 2, str(const_elimination_package))
+    assert (document["pipeline"], document["feeds"], document["input"]) == (
+        "default",
+        2,
+        str(const_elimination_package),
+    )
     last = document["passes"][-1]
     assert set(last) == {"name", "seconds", "ops_before", "ops_after", "status", "outputs", "error"}
     assert last["outputs"]["y"]["dtype_after"] == "int32" and last["outputs"]["y"]["shape_before"] == [2]
@@ -303,10 +322,13 @@ def test_cli_exit_0_when_nothing_changes(capsys, const_elimination_package):
     assert status == 0 and "no pass changed the outputs: 1 pass (1 same)" in out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--pipeline", "fast"], "unknown pipeline 'fast'"),
-    (["--pipeline", "common::nope"], "unknown pass 'common::nope'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--pipeline", "fast"], "unknown pipeline 'fast'"),
+        (["--pipeline", "common::nope"], "unknown pass 'common::nope'"),
+    ],
+)
 def test_cli_bad_input_is_one_line(capsys, const_elimination_package, argv, message):
     status, out, err = run(capsys, "verify", const_elimination_package, *argv)
     assert status == 2 and out == "" and err.count("\n") == 1 and message in err
@@ -336,9 +358,14 @@ def test_torch_model_converted_with_empty_verified_against_default(tmp_path, cap
     torch.manual_seed(0)
     example = torch.randn(1, 4, 8)
     traced = torch.jit.trace(Model().eval(), example)
-    model = ct.convert(traced, inputs=[ct.TensorType(name="x", shape=example.shape)],
-                       pass_pipeline=ct.PassPipeline.EMPTY, convert_to="mlprogram",
-                       minimum_deployment_target=ct.target.iOS17, skip_model_load=True)
+    model = ct.convert(
+        traced,
+        inputs=[ct.TensorType(name="x", shape=example.shape)],
+        pass_pipeline=ct.PassPipeline.EMPTY,
+        convert_to="mlprogram",
+        minimum_deployment_target=ct.target.iOS17,
+        skip_model_load=True,
+    )
     path = tmp_path / "model.mlpackage"
     model.save(str(path))
     status, out, _ = run(capsys, "verify", path, "--pipeline", "default")
@@ -350,8 +377,11 @@ def test_torch_model_converted_with_empty_verified_against_default(tmp_path, cap
 
 
 # -- the committed reproducer ----------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="coremltools 9.0: common::const_elimination folds a slice of a "
-                   "concat's known part into an int32 const; this passes (and must be updated) once fixed")
+@pytest.mark.xfail(
+    strict=True,
+    reason="coremltools 9.0: common::const_elimination folds a slice of a "
+    "concat's known part into an int32 const; this passes (and must be updated) once fixed",
+)
 def test_const_elimination_int32_reproducer_reports_fixed():
     result = subprocess.run([sys.executable, str(FIXTURE)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr

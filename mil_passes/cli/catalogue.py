@@ -7,8 +7,17 @@ order (``mil_passes.PASS_NAMES``); ``tests/test_cli_startup.py`` checks both aga
 from __future__ import annotations
 
 PASSES: tuple[tuple[str, str], ...] = (
-    ("webnn::rename_duplicate_temporaries", "Make every var name and op name unique, keeping function input and output names."),
-    ("webnn::canonicalize_uint8_select", "Make every ``select.cond`` and logical-op input come straight from a bool producer."),
+    (
+        "webnn::rename_duplicate_temporaries",
+        "Make every var name and op name unique, keeping function input and output names.",
+    ),
+    (
+        "webnn::canonicalize_uint8_select",
+        "Make every ``select.cond`` and logical-op input come straight from a bool producer.",
+    ),
     ("webnn::fold_shape_ops", "Fold ``shape`` ops and the arithmetic on their outputs into constants."),
-    ("webnn::concat_slice_to_slice_concat", "Rewrite every window of a concat's output as a concat of windows of its inputs."),
+    (
+        "webnn::concat_slice_to_slice_concat",
+        "Rewrite every window of a concat's output as a concat of windows of its inputs.",
+    ),
 )

@@ -18,13 +18,23 @@ from typing import Iterator
 
 #: Top-level modules coremltools probes for at import and the command never uses.
 OPTIONAL_FRAMEWORKS = frozenset(
-    {"torch", "torchvision", "torchaudio", "executorch", "torchao", "transformers", "tensorflow",
-     "sklearn", "xgboost", "libsvm"}
+    {
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "executorch",
+        "torchao",
+        "transformers",
+        "tensorflow",
+        "sklearn",
+        "xgboost",
+        "libsvm",
+    }
 )
 
 
 class _Refuse(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path=None, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, fullname, path=None, target=None):
         if fullname.partition(".")[0] in OPTIONAL_FRAMEWORKS:
             raise ModuleNotFoundError(f"mil-passes does not load {fullname}", name=fullname)
         return None

@@ -126,8 +126,7 @@ class Values:
                 return ShapeValue(_objects(val), from_shape=False)
             return ShapeValue(_unknown(shape), from_shape=False)
         from_shape = op.op_type == "shape" or any(
-            self._memo.get(v) is not None and self._memo[v].from_shape
-            for v in op.get_flattened_inputs()
+            (value := self._memo.get(v)) is not None and value.from_shape for v in op.get_flattened_inputs()
         )
         try:
             outputs = rule(op, self)
@@ -143,6 +142,7 @@ class Values:
         if elements is None or elements.size != int(np.prod(shape, dtype=np.int64)):
             return ShapeValue(_unknown(shape), from_shape)
         dtype = numpy_dtype(var)
+        assert dtype is not None, "a trackable var is numeric"
         return ShapeValue(_typed(elements.reshape(shape), dtype), from_shape)
 
 
@@ -195,11 +195,12 @@ def _param(op: Operation, name: str, values: Values, default=None):
     return _ints(values.known(var))
 
 
-def _out_dtype(op: Operation, index: int = 0) -> np.dtype:
+def _out_dtype(op: Operation, index: int = 0) -> np.dtype | None:
     return numpy_dtype(op.outputs[index])
 
 
 # -- rules: (op, values) -> elements (or a tuple, one per output) or None ----------------------
+
 
 def _shape(op: Operation, values: Values) -> np.ndarray | None:
     if not types.is_tensor(op.x.sym_type) or any_variadic(op.x.shape):
@@ -261,10 +262,17 @@ def _split(op: Operation, values: Values) -> tuple | None:
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
 
-def _concat(op: Operation, values: Values) -> np.ndarray | None:
+def _pieces(op: Operation, values: Values) -> list[np.ndarray] | None:
+    """The elements of each of ``op.values``, None when one has none."""
     pieces = [values.elements(v) for v in op.values]
+    present = [p for p in pieces if p is not None]
+    return present if len(present) == len(pieces) else None
+
+
+def _concat(op: Operation, values: Values) -> np.ndarray | None:
+    pieces = _pieces(op, values)
     axis = _param(op, "axis", values)
-    if any(p is None for p in pieces) or axis is None or _param(op, "interleave", values, [0]) != [0]:
+    if pieces is None or axis is None or _param(op, "interleave", values, [0]) != [0]:
         return None
     if all(p.ndim == 0 for p in pieces):  # coremltools joins scalars into a vector (torch's frontend does)
         return _vector([p[()] for p in pieces])
@@ -272,9 +280,9 @@ def _concat(op: Operation, values: Values) -> np.ndarray | None:
 
 
 def _stack(op: Operation, values: Values) -> np.ndarray | None:
-    pieces = [values.elements(v) for v in op.values]
+    pieces = _pieces(op, values)
     axis = _param(op, "axis", values)
-    if any(p is None for p in pieces) or axis is None:
+    if pieces is None or axis is None:
         return None
     return np.stack(pieces, axis=axis[0])
 
@@ -296,7 +304,7 @@ def _tile(op: Operation, values: Values) -> np.ndarray | None:
 def _cast(op: Operation, values: Values) -> np.ndarray | None:
     x = values.elements(op.x)
     source, target = numpy_dtype(op.x), _out_dtype(op)
-    if x is None or target is None:
+    if x is None or source is None or target is None:  # x has elements only when op.x is numeric
         return None
     return np.frompyfunc(lambda e: _cast_element(e, source, target), 1, 1)(x)
 

@@ -62,7 +62,7 @@ from ..inference import INFERENCE_HOLES, repair_types, reshape_output_shape
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
 from ..semantics import reshape_zeros
 from . import register
-from ._shape_values import RULES, Dim, Values, dim_of, numpy_dtype, trackable
+from ._shape_values import RULES, Dim, ShapeValue, Values, dim_of, numpy_dtype, trackable
 
 
 def _used(var: Var) -> bool:
@@ -74,6 +74,7 @@ def _show(elements) -> str:
 
 
 # -- reshape targets ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ReshapePlan:
@@ -113,6 +114,8 @@ def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal | None:
         else:
             return Refusal(op, f"target {_show(value.elements)} holds {element}")
     zeros = sum(not isinstance(d, int) for d in dims) > 1  # else one -1 is enough
+    x_slots: list[int | None]
+    t_slots: list[int | None]
     if not zeros:
         x_slots, t_slots = list(range(len(x_dims))), list(range(len(dims)))
     else:
@@ -251,6 +254,7 @@ def declare_reshape_type(op: Operation, reshaped: type) -> None:
 
 # -- patterns ----------------------------------------------------------------------------------
 
+
 class FoldReshapeTarget(RewritePattern[ReshapePlan]):
     """A reshape whose target is computed from shape ops → a reshape with a const target."""
 
@@ -265,7 +269,10 @@ class FoldReshapeTarget(RewritePattern[ReshapePlan]):
 
     def describe(self, op: Operation, plan: ReshapePlan) -> str:
         expand = f" of x with size-1 axes {list(plan.expand_axes)} added" if plan.expand_axes else ""
-        return f"reshape '{op.name}' reads a target computed from shape ops: it gets the const target {list(plan.target)}{expand}"
+        return (
+            f"reshape '{op.name}' reads a target computed from shape ops: "
+            f"it gets the const target {list(plan.target)}{expand}"
+        )
 
     def rewrite(self, op: Operation, plan: ReshapePlan, rewriter: Rewriter) -> None:
         source, name = op.x, op.name
@@ -294,7 +301,9 @@ class FoldShapeValue(RewritePattern[list]):
         for var in used:
             value = values.of(var)
             if value is not None and value.from_shape and value.is_known:
-                folds.append((var, value.array(numpy_dtype(var))))
+                dtype = numpy_dtype(var)
+                assert dtype is not None, "a var with a shape value is numeric"
+                folds.append((var, value.array(dtype)))
         if folds:
             return folds
         if op.op_type == "shape":
@@ -302,7 +311,7 @@ class FoldShapeValue(RewritePattern[list]):
             return Refusal(op, reason) if reason else None  # None: every use folds, it goes as dead code
         if not any(trackable(v) for v in used):
             return None  # not a shape value: no small static numeric output in use
-        value = values.of(next(v for v in used if trackable(v)))
+        value = _value(values, next(v for v in used if trackable(v)))
         if value.is_known or not _reads_shape(op, values):
             return None  # not computed from shape ops
         return Refusal(op, f"value {_show(value.elements.flat)} is not known before run time")
@@ -315,6 +324,13 @@ class FoldShapeValue(RewritePattern[list]):
         for var, array in folds:
             val = array if types.is_tensor(var.sym_type) else array.reshape(())[()]
             rewriter.replace(var, rewriter.emit(op, "const", var.name, val=val))
+
+
+def _value(values: Values, var: Var) -> ShapeValue:
+    """The value of a var that :func:`trackable` accepts (every such var has one)."""
+    value = values.of(var)
+    assert value is not None, f"trackable var '{var.name}' has no shape value"
+    return value
 
 
 def _reads_shape(op: Operation, values: Values) -> bool:
@@ -346,9 +362,9 @@ def _why_shape_stays(op: Operation, values: Values) -> str | None:
                 if isinstance(plan, Refusal):
                     reads.append(f"reshape '{child.name}': {plan.reason}")
             elif child.op_type in RULES and all(trackable(v) for v in child.outputs):
-                stack.extend(v for v in child.outputs if _used(v) and not values.of(v).is_known)
+                stack.extend(v for v in child.outputs if _used(v) and not _value(values, v).is_known)
             else:
-                read = _show(values.of(var).elements.flat)
+                read = _show(_value(values, var).elements.flat)
                 reads.append(f"{child.op_type} '{child.name}' reads {read}")
     if not reads:
         return None
@@ -357,12 +373,15 @@ def _why_shape_stays(op: Operation, values: Values) -> str | None:
 
 # -- types of reshapes with a 0 target ---------------------------------------------------------
 
+
 def _literal_zero_shape(op: Operation) -> tuple | None:
     """The true shape of a reshape whose declared one has a literal 0 for a copied dim (two names
     of a run-time dim do not contradict: keeping them keeps a second run a no-op)."""
     shape = reshape_output_shape(op)
     declared = op.outputs[0].shape
-    if shape is None or all(is_symbolic(d) or (not is_symbolic(t) and int(t) == int(d)) for t, d in zip(shape, declared)):
+    if shape is None or all(
+        is_symbolic(d) or (not is_symbolic(t) and int(t) == int(d)) for t, d in zip(shape, declared)
+    ):
         return None
     return shape
 
@@ -390,6 +409,7 @@ class FoldShapeOps(PatternPass):
         # Types first: a literal 0 read as a size would fold into wrong constants.
         retyped = retype_zero_targets(prog)
         super().apply(prog)
+        assert self.last_result is not None  # PatternPass.apply sets it
         self.last_result.rewritten += retyped
 
     def patterns(self) -> list[RewritePattern]:

@@ -12,7 +12,7 @@ shrink input dims. :mod:`.reproducer` writes the result as a script.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, Sequence
+from typing import Any, Collection, Iterator, Sequence
 
 import numpy as np
 from coremltools.converters.mil.mil import Program, Var, types
@@ -36,8 +36,12 @@ class Signature:
 
     def same_as(self, other: "Signature | None") -> bool:
         """``other`` fails in this pass, with this status, in one of this failure's kinds."""
-        return (other is not None and other.pass_name == self.pass_name and other.status == self.status
-                and bool(self.kinds & other.kinds))
+        return (
+            other is not None
+            and other.pass_name == self.pass_name
+            and other.status == self.status
+            and bool(self.kinds & other.kinds)
+        )
 
     def __str__(self) -> str:
         return f"{self.pass_name} {self.status} ({', '.join(sorted(self.kinds))})"
@@ -110,8 +114,9 @@ def minimize(
         return None
     shrinker = _Shrinker(recipe, dict(feeds), resolved, row, max_checks)
     shrinker.run()
-    return Minimized(shrinker.recipe, shrinker.feeds, shrinker.passes, shrinker.signature, shrinker.row,
-                     shrinker.checks)
+    return Minimized(
+        shrinker.recipe, shrinker.feeds, shrinker.passes, shrinker.signature, shrinker.row, shrinker.checks
+    )
 
 
 def _culprit_pipeline(pipeline: PassPipeline, passes: list[str]) -> PassPipeline:
@@ -125,7 +130,9 @@ class _Shrinker:
         self.recipe, self.feeds, self.row = recipe, feeds, row
         self.pipeline = pipeline
         self.passes = list(pipeline.passes[: row.index])
-        self.signature = signature_of(row)
+        signature = signature_of(row)
+        assert signature is not None, "minimize() starts from a culprit row"
+        self.signature = signature
         self.max_checks = max_checks
         self.checks = 0
 
@@ -135,7 +142,7 @@ class _Shrinker:
         self.checks += 1
         passes = self.passes if passes is None else passes
         row = failure(recipe, _culprit_pipeline(self.pipeline, passes), feeds)
-        if not self.signature.same_as(signature_of(row)):
+        if row is None or not self.signature.same_as(signature_of(row)):
             return False
         self.recipe, self.feeds, self.passes, self.row = recipe, feeds, passes, row
         return True
@@ -151,7 +158,7 @@ class _Shrinker:
         recipe, feeds = self.recipe, self.feeds
         for i in range(len(recipe.outputs)):
             if len(recipe.outputs) > 1:
-                yield replace(recipe, outputs=recipe.outputs[:i] + recipe.outputs[i + 1:]), feeds
+                yield replace(recipe, outputs=recipe.outputs[:i] + recipe.outputs[i + 1 :]), feeds
         layout = _Layout(recipe)
         yield from _dead_steps_removed(recipe, layout, feeds)
         values = layout.values(feeds)
@@ -212,8 +219,13 @@ def _refs_used(recipe: Recipe) -> set[int]:
 
 
 def _rebuilt(
-    recipe: Recipe, layout: _Layout, *, drop: set[int] = frozenset(), replaced: dict[int, Any] | None = None,
-    new_inputs: Sequence[tuple[int, InputDecl]] = (), keep_inputs: Sequence[int] | None = None,
+    recipe: Recipe,
+    layout: _Layout,
+    *,
+    drop: Collection[int] = frozenset(),
+    replaced: dict[int, Any] | None = None,
+    new_inputs: Sequence[tuple[int, InputDecl]] = (),
+    keep_inputs: Sequence[int] | None = None,
 ) -> Recipe | None:
     """``recipe`` without the steps ``drop``; var ``i`` in ``replaced`` becomes that const value,
     and each ``(i, decl)`` of ``new_inputs`` a new input. None when a dropped var is still read."""
@@ -244,7 +256,8 @@ def _rebuilt(
     def step(s: Step) -> Step:
         branches = None
         if s.branches is not None:
-            branches = tuple(Branch(tuple(step(x) for x in b.steps), arg(b.output)) for b in s.branches)
+            true_branch, false_branch = (Branch(tuple(step(x) for x in b.steps), arg(b.output)) for b in s.branches)
+            branches = (true_branch, false_branch)
         return Step(s.op_type, s.name, {key: arg(value) for key, value in s.args.items()}, branches)
 
     try:
@@ -316,8 +329,9 @@ def _inputs_dropped(recipe: Recipe, layout: _Layout, feeds: dict) -> Iterator[tu
 
 def _inputs_shrunk(recipe: Recipe, feeds: dict) -> Iterator[tuple[Recipe, dict]]:
     """Symbolic dims made the fed size; then each dim of each input halved, then 1."""
-    sizes = {d: feeds[decl.name].shape[a] for decl in recipe.inputs for a, d in enumerate(decl.shape)
-             if isinstance(d, str)}
+    sizes: dict[int | str, int] = {
+        d: feeds[decl.name].shape[a] for decl in recipe.inputs for a, d in enumerate(decl.shape) if isinstance(d, str)
+    }
     if sizes:
         concrete = tuple(replace(decl, shape=tuple(sizes.get(d, d) for d in decl.shape)) for decl in recipe.inputs)
         yield replace(recipe, inputs=concrete), feeds
@@ -326,8 +340,8 @@ def _inputs_shrunk(recipe: Recipe, feeds: dict) -> Iterator[tuple[Recipe, dict]]
             if isinstance(dim, str) or dim <= 1:
                 continue
             for size in dict.fromkeys((dim // 2, 1)):
-                shape = decl.shape[:axis] + (size,) + decl.shape[axis + 1:]
-                inputs = recipe.inputs[:i] + (replace(decl, shape=shape),) + recipe.inputs[i + 1:]
+                shape = decl.shape[:axis] + (size,) + decl.shape[axis + 1 :]
+                inputs = recipe.inputs[:i] + (replace(decl, shape=shape),) + recipe.inputs[i + 1 :]
                 value = np.take(feeds[decl.name], np.arange(size), axis=axis)
                 yield replace(recipe, inputs=inputs), {**feeds, decl.name: value}
 
@@ -338,4 +352,3 @@ def expected_outputs(recipe: Recipe, feeds: dict) -> dict[str, np.ndarray]:
 
     with np.errstate(all="ignore"):
         return evaluate(recipe.build(), feeds)
-

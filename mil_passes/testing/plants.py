@@ -128,8 +128,13 @@ def plant_shape_chain(g: Grower) -> list[Ref]:
     form = g.choose(("slice", "gather", "scalars"))
     if form == "scalars":  # torch's frontend: one scalar per dim, joined by concat
         pieces = [g.emit("gather", {"x": dims, "indices": g.ints(i), "axis": g.ints(0)})[0] for i in range(keep)]
-        return g.emit("reshape", {"x": x, "shape": g.emit("concat", {
-            "values": (*pieces, *(g.ints(t) for t in tail)), "axis": g.ints(0)})[0]})
+        return g.emit(
+            "reshape",
+            {
+                "x": x,
+                "shape": g.emit("concat", {"values": (*pieces, *(g.ints(t) for t in tail)), "axis": g.ints(0)})[0],
+            },
+        )
     if form == "slice":
         head = {"x": dims, "begin": g.ints([0]), "end": g.ints([keep]), "end_mask": np.array([keep == rank])}
         head_ref = g.emit("slice_by_index", head)[0]

@@ -139,7 +139,13 @@ def bert():
 def t5():
     transformers = _transformers()
     config = transformers.T5Config(
-        vocab_size=96, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=2,
+        vocab_size=96,
+        d_model=32,
+        d_kv=16,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=2,
         decoder_start_token_id=0,
     )
     return _tensors_only(transformers.T5Model(config), ("input_ids", "decoder_input_ids"))
@@ -148,9 +154,20 @@ def t5():
 def whisper():
     transformers = _transformers()
     config = transformers.WhisperConfig(
-        vocab_size=96, num_mel_bins=8, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_source_positions=16, max_target_positions=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        vocab_size=96,
+        num_mel_bins=8,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_source_positions=16,
+        max_target_positions=32,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
         decoder_start_token_id=1,
     )
     return _tensors_only(transformers.WhisperModel(config), ("input_features", "decoder_input_ids"))

@@ -167,8 +167,11 @@ class _Writer:
     def step(self, step: Step, indent: str) -> None:
         args = ", ".join(f"{key}={_arg(value, f'{step.name}_{key}')}" for key, value in step.args.items())
         if step.op_type == "cond":
-            fns = [self.branch(branch, f"_{kind}_{self.next}", indent)
-                   for kind, branch in zip(("true", "false"), step.branches)]
+            assert step.branches is not None, f"cond step '{step.name}' has no branches"
+            fns = [
+                self.branch(branch, f"_{kind}_{self.next}", indent)
+                for kind, branch in zip(("true", "false"), step.branches)
+            ]
             call = f"mb.cond({args}, _true_fn={fns[0]}, _false_fn={fns[1]}, name={step.name!r})"
         else:
             call = f"mb.{step.op_type}({args}, name={step.name!r})"
@@ -191,7 +194,7 @@ def _output_count(step: Step) -> int:
     if step.op_type != "split":
         return 1
     if "split_sizes" in step.args:
-        return int(np.size(step.args["split_sizes"]))
+        return int(np.asarray(step.args["split_sizes"]).size)
     return int(np.asarray(step.args["num_splits"]))
 
 
