@@ -16,6 +16,8 @@ from mil_passes.examples import streaming_cache_program
 from mil_passes.passes._windows import Piece, index_bounds, pieces_of
 from mil_passes.passes.concat_slice_to_slice_concat import ConcatSliceToSliceConcat
 from mil_passes.ir import iter_ops
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
 from mil_passes.testing import check_pass, op_counts
 
 PASS = "webnn::concat_slice_to_slice_concat"
@@ -936,3 +938,23 @@ def test_streaming_program_end_to_end(tmp_path):
     assert (path / "Manifest.json").is_file()
     reloaded = ct.models.MLModel(str(path), skip_model_load=True)
     assert [o.name for o in reloaded.get_spec().description.output] == ["new_cache", "layer23_conv"]
+
+
+def test_a_concat_of_scalars_is_refused():
+    """Found by the fuzzer once it planted torch's concat of scalars: a piece of a scalar input would
+    be a scalar where the window is a vector."""
+
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec((1, 1))], opset_version=ct.target.iOS17)
+        def prog(x):
+            first = mb.gather(x=mb.shape(x=x), indices=0, axis=0, name="first")
+            joined = mb.concat(values=(first, np.int32(1)), axis=0, name="joined")
+            return mb.slice_by_index(x=joined, begin=[0], end=[0], begin_mask=[True], end_mask=[True], name="window")
+
+        return prog
+
+    prog = build()
+    graph_pass = PASS_REGISTRY[PASS]
+    graph_pass(prog)
+    assert [r.reason for r in graph_pass.last_result.refusals] == ["concat input 'first' is a scalar"]
+    check_pass(build, PASS)

@@ -22,7 +22,8 @@ several. Slices this builds of a concat among the inputs are windows again: the 
 re-visits them. The concat stays while anything else uses it.
 
 Refused (left unchanged, the reason in debug logging): window bounds known only at run time;
-a concat input whose size on the concat axis is known only at run time; ``interleave=True``;
+a concat input whose size on the concat axis is known only at run time, or a scalar input (torch's
+frontend concatenates scalars into shape vectors); ``interleave=True``;
 a ``split`` along another axis than the concat's (no window of the concat axis to move). Two
 guards keep malformed windows as they are: one that reads nothing of the concat axis, and a
 ``slice_by_size`` with a negative begin and size -1 (coremltools types it ``dim - begin``).
@@ -78,6 +79,8 @@ def _used(var: Var) -> bool:
 
 def _concat_sizes(op: Operation, concat: Operation, axis: int) -> list[int] | Refusal:
     for value in concat.values:
+        if value.rank == 0:  # concat reads a scalar as one element; a piece of it would be a scalar
+            return Refusal(op, f"concat input '{value.name}' is a scalar")
         if is_symbolic(value.shape[axis]):
             return Refusal(op, f"concat input '{value.name}' has a run-time size on axis {axis}")
     return [int(value.shape[axis]) for value in concat.values]
