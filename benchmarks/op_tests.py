@@ -30,6 +30,7 @@ if str(ROOT) not in sys.path:  # run as a script: benchmarks/ is on the path, th
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.suite_runs import (  # noqa: E402
+    PYTEST_UNDER_PLUGIN,
     Cause,
     arguments,
     classify,
@@ -169,15 +170,7 @@ def _package_dir() -> Path:
 def pytest_command(args, shard: int) -> list[str]:
     targets = [f"{_package_dir() / case}" for case in args.cases] or ["--pyargs", PACKAGE]
     return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-rN",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "mil_passes.reference.pytest_plugin",
+        *PYTEST_UNDER_PLUGIN,
         *targets,
         "--continue-on-collection-errors",
         f"--reference-sample={args.sample}",

@@ -28,6 +28,7 @@ if str(ROOT) not in sys.path:  # run as a script: benchmarks/ is on the path, th
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.suite_runs import (  # noqa: E402
+    PYTEST_UNDER_PLUGIN,
     COLUMNS,
     Cause,
     agreement,
@@ -132,15 +133,7 @@ def pytest_command(args, run: str) -> list[str]:
     else:
         targets = ["--pyargs", MODULE]
     return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-rN",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "mil_passes.reference.pytest_plugin",
+        *PYTEST_UNDER_PLUGIN,
         *targets,
         "-k",
         keyword,

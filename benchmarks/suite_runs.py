@@ -10,6 +10,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,20 @@ class Cause:
         if re.search(self.pattern, str(row.get(self.field, ""))) is None:
             return False
         return self.verify is None or self.verify(row)
+
+
+#: How every suite runner starts a pytest session: quiet, no cache, under the reference plugin.
+PYTEST_UNDER_PLUGIN = (
+    sys.executable,
+    "-m",
+    "pytest",
+    "-q",
+    "-rN",
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "mil_passes.reference.pytest_plugin",
+)
 
 
 def classify(row: dict, causes: tuple[Cause, ...]) -> Cause | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterator
 
-from coremltools.converters.mil.mil import Block, Operation, Program
+from coremltools.converters.mil.mil import Block, Operation, Program, Var
 
 
 def iter_blocks(prog_or_block: Program | Block) -> Iterator[Block]:
@@ -75,3 +75,8 @@ class FreshNames:
 def op_counts(prog: Program | Block) -> Counter:
     """How many ops of each type ``prog`` holds, nested blocks included (consts excluded)."""
     return Counter(op.op_type for op in iter_ops(prog) if op.op_type != "const")
+
+
+def is_used(var: Var) -> bool:
+    """Does any op or block output read ``var``?"""
+    return bool(var.child_ops or var.consuming_blocks)

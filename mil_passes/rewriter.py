@@ -24,7 +24,7 @@ from coremltools.converters.mil.mil import Block, Builder as mb, Function, Opera
 from coremltools.converters.mil.mil import block as block_module
 from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
 
-from .ir import FreshNames, iter_blocks, iter_ops, program_names  # noqa: F401  (iter_blocks: re-exported)
+from .ir import FreshNames, is_used, iter_blocks, iter_ops, program_names  # noqa: F401  (iter_blocks: re-exported)
 
 logger = logging.getLogger("mil_passes")
 
@@ -258,7 +258,7 @@ class Rewriter:
             block = op.enclosing_block
             if block is None or op in dead.get(block, ()):
                 continue
-            if any(out.child_ops or out.consuming_blocks for out in op.outputs):
+            if any(map(is_used, op.outputs)):
                 continue
             dead.setdefault(block, {})[op] = None
             for var in op.get_flattened_inputs():

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ..lint.findings import Finding
 from ..ir import FreshNames
+from .milproto import op_name
 
 
 class InterfaceClash(ValueError):
@@ -45,19 +46,11 @@ class _Definition:
 
 
 def _op_label(op) -> str:
-    name = _op_name(op) or (op.outputs[0].name if op.outputs else "")
+    name = op_name(op) or (op.outputs[0].name if op.outputs else "")
     return f"{op.type} '{name}'"
 
 
-def _op_name(op) -> str | None:
-    value = op.attributes.get("name") if "name" in op.attributes else None
-    if value is None or value.WhichOneof("value") != "immediateValue":
-        return None
-    strings = value.immediateValue.tensor.strings.values
-    return strings[0] if len(strings) == 1 else None
-
-
-def _set_op_name(op, name: str) -> None:
+def _setop_name(op, name: str) -> None:
     op.attributes["name"].immediateValue.tensor.strings.values[0] = name
 
 
@@ -114,8 +107,8 @@ class _Renamer:
         chain[-1][old] = new
         if new != old:
             value.name = new
-            if op is not None and _op_name(op) == old:
-                _set_op_name(op, new)
+            if op is not None and op_name(op) == old:
+                _setop_name(op, new)
 
     def resolve(self, name: str, chain: list[dict[str, str]], reader: str) -> str:
         for scope in reversed(chain):
@@ -230,7 +223,7 @@ def _finding_op(definitions: list[_Definition], involved: list[int], keeper: int
 def _all_op_names(block) -> set[str]:
     names = set()
     for op in block.operations:
-        name = _op_name(op)
+        name = op_name(op)
         if name is not None:
             names.add(name)
         for nested in op.blocks:

@@ -113,3 +113,12 @@ def const(name: str, array) -> Operation:
     """A ``const`` op holding ``array`` as an immediate value."""
     value = immediate(array)
     return operation("const", [(name, value.type)], attributes={"val": value})
+
+
+def op_name(op: Operation) -> str | None:
+    """The ``name`` attribute of a protobuf op, when it holds one string; else None."""
+    value = op.attributes.get("name") if "name" in op.attributes else None
+    if value is None or value.WhichOneof("value") != "immediateValue":
+        return None
+    strings = value.immediateValue.tensor.strings.values
+    return strings[0] if len(strings) == 1 else None

@@ -21,8 +21,8 @@ lowered), as is a lowering in a function older than iOS17 (MIL's cast takes int8
 
 from __future__ import annotations
 
-from collections import Counter
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -31,7 +31,18 @@ import numpy as np
 from ..ir import FreshNames
 from ..lint.findings import Finding
 from ..quantization import FLOAT_DTYPES, RANGES, dequantize_steps, fold, is_constant, quantize_steps
-from .milproto import DTYPE_NAMES, MIL, Value, ValueType, const, immediate, immediate_array, operation, tensor_type
+from .milproto import (
+    DTYPE_NAMES,
+    MIL,
+    Value,
+    ValueType,
+    const,
+    immediate,
+    immediate_array,
+    op_name,
+    operation,
+    tensor_type,
+)
 
 RULE = "dynamic-quantization-param"
 LOWERING_OPSET = 7  # the lowering casts int8/uint8, which MIL's cast takes from iOS17 (CoreML7) on
@@ -104,11 +115,8 @@ QUANTIZATION_OPS = {
 
 
 def _op_name(op) -> str:
-    if "name" in op.attributes:
-        strings = op.attributes["name"].immediateValue.tensor.strings.values
-        if len(strings) == 1:
-            return strings[0]
-    return op.outputs[0].name if op.outputs else op.type
+    """The op's name, else its first output's, else its type (for messages and fresh names)."""
+    return op_name(op) or (op.outputs[0].name if op.outputs else op.type)
 
 
 def _bindings(op) -> Iterator:

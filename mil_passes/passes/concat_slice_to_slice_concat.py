@@ -39,6 +39,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
+from ..ir import is_used
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
 from . import register
 from ._window_readers import READERS, Reader
@@ -71,10 +72,6 @@ def _span(positions: range) -> str:
     step = "" if positions.step == 1 else f":{positions.step}"
     stop = positions.stop if positions.stop >= 0 else ""
     return f"[{positions.start}:{stop}{step}]"
-
-
-def _used(var: Var) -> bool:
-    return bool(var.child_ops or var.consuming_blocks)
 
 
 def _concat_sizes(op: Operation, concat: Operation, axis: int) -> list[int] | Refusal:
@@ -115,7 +112,7 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
 
     def match(self, op: Operation) -> tuple[Window, ...] | Refusal | None:
         concat = op.x.op
-        if concat is None or concat.op_type != "concat" or not any(map(_used, op.outputs)):
+        if concat is None or concat.op_type != "concat" or not any(map(is_used, op.outputs)):
             return None  # not a window of a concat, or dead code: nothing to move
         if concat.interleave is not None and concat.interleave.val:
             return Refusal(op, f"concat '{concat.name}' interleaves its inputs")
@@ -128,7 +125,7 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
             return readers
         windows = []
         for reader in readers:
-            if _used(reader.output()):
+            if is_used(reader.output()):
                 window = _window(reader, concat, axis, sizes)
                 if isinstance(window, Refusal):
                     return window  # the first refusal: the op stays as it is

@@ -59,14 +59,11 @@ from coremltools.converters.mil.mil import Operation, Var, get_new_symbol, types
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
 from ..inference import INFERENCE_HOLES, repair_types, reshape_output_shape
+from ..ir import is_used
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
 from ..semantics import reshape_zeros
 from . import register
 from ._shape_values import RULES, Dim, ShapeValue, Values, dim_of, numpy_dtype, trackable
-
-
-def _used(var: Var) -> bool:
-    return bool(var.child_ops or var.consuming_blocks)
 
 
 def _show(elements) -> str:
@@ -296,7 +293,7 @@ class FoldShapeValue(RewritePattern[list]):
 
     def match(self, op: Operation):
         values = self.values
-        used = [v for v in op.outputs if _used(v)]
+        used = [v for v in op.outputs if is_used(v)]
         folds = []
         for var in used:
             value = values.of(var)
@@ -362,7 +359,7 @@ def _why_shape_stays(op: Operation, values: Values) -> str | None:
                 if isinstance(plan, Refusal):
                     reads.append(f"reshape '{child.name}': {plan.reason}")
             elif child.op_type in RULES and all(trackable(v) for v in child.outputs):
-                stack.extend(v for v in child.outputs if _used(v) and not _value(values, v).is_known)
+                stack.extend(v for v in child.outputs if is_used(v) and not _value(values, v).is_known)
             else:
                 read = _show(_value(values, var).elements.flat)
                 reads.append(f"{child.op_type} '{child.name}' reads {read}")

@@ -160,8 +160,11 @@ def plan_renames(prog: Program) -> list[tuple[Var | Operation, Rename]]:
 
     Raises ``ValueError`` when an input and a different output of a function share a name.
     """
+    return _plan(prog, _loop_input_followers(prog))
+
+
+def _plan(prog: Program, followers: dict[Var, list[Var]]) -> list[tuple[Var | Operation, Rename]]:
     interface = _interface_vars(prog)
-    followers = _loop_input_followers(prog)
     variables, ops = _definitions(prog, {v for group in followers.values() for v in group})
     all_names = program_names(prog)
     interface_names = {v.name for v in interface}
@@ -173,7 +176,7 @@ def plan_renames(prog: Program) -> list[tuple[Var | Operation, Rename]]:
 def rename_duplicates(prog: Program) -> list[Rename]:
     """Give every var and every op of ``prog`` a name of its own; return what was renamed."""
     followers = _loop_input_followers(prog)
-    planned = plan_renames(prog)
+    planned = _plan(prog, followers)
     for item, rename in planned:
         item.name = rename.new
         for follower in followers.get(item, ()):

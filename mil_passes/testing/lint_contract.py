@@ -27,10 +27,11 @@ def changes(prog: Program, pass_name: str) -> bool:
     return program_text(prog) != before
 
 
-def disagreements(drawn: DrawnProgram) -> list[str]:
-    """The passes on which lint and the pass disagree about ``drawn``, each with what each said."""
-    prog = drawn.build()
-    named = {finding.fix for finding in lint(prog)}
+def disagreements(drawn: DrawnProgram, named: set[str | None] | None = None) -> list[str]:
+    """The passes on which lint and the pass disagree about ``drawn``, each with what each said;
+    ``named``: the fixes lint names (computed when not given)."""
+    if named is None:
+        named = {finding.fix for finding in lint(drawn.build())}
     found = []
     for pass_name in PASS_NAMES:
         changed = changes(drawn.build(), pass_name)
@@ -43,7 +44,8 @@ def disagreements(drawn: DrawnProgram) -> list[str]:
 
 def check_lint_contract(drawn: DrawnProgram) -> bool:
     """Raise ``AssertionError`` on any disagreement; True when some pass changes the program."""
-    problems = disagreements(drawn)
+    named = {finding.fix for finding in lint(drawn.build())}
+    problems = disagreements(drawn, named)
     if problems:
         raise AssertionError("; ".join(problems))
-    return any(finding.fix is not None for finding in lint(drawn.build()))
+    return any(fix is not None for fix in named)
