@@ -47,7 +47,7 @@ DEFAULT_SAMPLE = 12
 DEFAULT_TIMEOUT = 120.0
 SHARDS = 2
 # Report columns: what happened to each sampled case (see category()).
-CATEGORIES = ("agree", "documented", "failed", "xfail", "not the interpreter's", "converted", "skipped")
+CATEGORIES = ("agree", "documented", "failed", "xfail", "declined", "not the interpreter's", "converted", "skipped")
 
 
 def _max_difference(row: dict, kind: str) -> float | None:
@@ -213,7 +213,8 @@ def precision_of(case: str) -> str:
 def category(row: dict) -> str:
     """What a case counts as: agree (predicted, passed), documented (predicted, failed for a
     documented cause of the test's own), failed (predicted, failed otherwise: the interpreter's to
-    explain), xfail, not the interpreter's (failed without a prediction), converted, skipped."""
+    explain), xfail, declined (the interpreter refused, naming what it cannot predict faithfully),
+    not the interpreter's (failed without a prediction), converted, skipped."""
     outcome, predicted = row["outcome"], row["predictions"] > 0
     if outcome in ("skipped", "xfail"):
         return outcome
@@ -221,6 +222,8 @@ def category(row: dict) -> str:
         return "agree"
     if outcome == "converted":
         return "converted"
+    if not predicted and outcome == "interpreter-error" and row.get("error") == "UnsupportedOpError":
+        return "declined"
     if not predicted:
         return "not the interpreter's"
     return "documented" if classify(row, CAUSES) else "failed"
@@ -250,7 +253,8 @@ def render(rows: dict[str, dict], meta: dict) -> str:
         "## Summary",
         "",
         f"**{predicted}** cases made a prediction; **{counts['agree']}** agree, **{counts['documented']}** fail for "
-        f"a documented cause of the test's own, **{counts['failed']}** fail otherwise.",
+        f"a documented cause of the test's own, **{counts['failed']}** fail otherwise; the interpreter declined "
+        f"**{counts['declined']}** (below, with its reason).",
         "",
         "Columns: **run** = not skipped; **predicted** = the interpreter answered at least one `predict`; "
         + "; ".join(f"**{name}**: {text}" for name, text in _column_texts().items())
@@ -260,6 +264,7 @@ def render(rows: dict[str, dict], meta: dict) -> str:
     lines += _table(rows)
     lines += _failures(rows)
     lines += _documented(rows)
+    lines += _declined(rows)
     lines += _not_ours(rows)
     lines += skips(rows, "Skips and expected failures")
     return "\n".join(lines) + "\n"
@@ -271,6 +276,7 @@ def _column_texts() -> dict[str, str]:
         "documented": "predicted and failed for a documented cause of the test's own (below, with evidence)",
         "failed": "predicted and failed otherwise (the interpreter's to explain)",
         "xfail": "marked as expected to fail",
+        "declined": "the interpreter refused to evaluate an op it cannot predict faithfully (its reason below)",
         "not the interpreter's": "failed without a prediction (conversion, collection, the test's own checks)",
         "converted": "passed without a prediction",
     }
@@ -347,6 +353,21 @@ def _documented(rows: dict[str, dict]) -> list[str]:
             lines.append(f"- `{case}`: {one_line(rows[case].get('message', ''), 240)}")
         lines.append("")
     return lines
+
+
+def _declined(rows: dict[str, dict]) -> list[str]:
+    groups: dict[str, list[str]] = collections.defaultdict(list)
+    for case, row in rows.items():
+        if category(row) == "declined":
+            groups[one_line(row.get("message", ""), 400)].append(case)
+    lines = ["## Declined by the interpreter", ""]
+    if not groups:
+        return lines + ["None.", ""]
+    lines += ["An op the interpreter will not guess at raises `UnsupportedOpError` with its reason:", ""]
+    for message, cases in sorted(groups.items(), key=lambda item: -len(item[1])):
+        lines += [f"- {len(cases)} case{'s' * (len(cases) != 1)}: {message}"]
+        lines += [f"  - `{case}`" for case in sorted(cases)]
+    return lines + [""]
 
 
 def _not_ours(rows: dict[str, dict]) -> list[str]:

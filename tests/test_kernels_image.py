@@ -424,6 +424,19 @@ def test_crop_resize_matches_coremltools_recorded_outputs():
         np.testing.assert_allclose(got.reshape(-1), want, rtol=1e-5)
 
 
+@pytest.mark.parametrize("mode", ["UNALIGN_CORNERS", "ALIGN_CORNERS"])
+def test_crop_resize_before_ios16_refuses_a_box_outside_the_image(mode):
+    x = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    outside = np.array([2, 2, 1.5, 1.5], np.float32).reshape(1, 1, 4, 1, 1)  # normalized: rows 6..4.5
+    build = lambda x: mb.crop_resize(
+        x=x, roi=outside, target_height=2, target_width=2, normalized_coordinates=True, sampling_mode=mode
+    )
+    with pytest.raises(UnsupportedOpError, match=r"height 4\.5\.\.6, outside the image's \[0, 3\].*before iOS16"):
+        run(build, {"x": x}, opset=IOS15)
+    (padded,) = run(build, {"x": x}, opset=IOS16)  # iOS16 pads what lies outside
+    assert np.all(padded == 0)
+
+
 def test_crop_resize_with_four_coordinates_crops_every_image_of_the_batch():
     x = normal(1, (2, 1, 3, 3))
     roi = np.array([0, 0, 2, 2], np.float32).reshape(1, 1, 4, 1, 1)

@@ -51,6 +51,25 @@ def test_predict_answers_through_the_interpreter_and_is_restored_after():
     assert MLModel.__dict__["predict"] is core_ml_predict
 
 
+def test_a_declined_prediction_is_not_counted_as_answered(monkeypatch):
+    from mil_passes.reference import UnsupportedOpError
+    from mil_passes.reference.kernels import KERNELS
+
+    def refuse(op, args):
+        raise UnsupportedOpError(op.op_type, op.name, "declined for the test")
+
+    model = _model()
+    with stand_in_for_coreml() as stand_in:
+        monkeypatch.setitem(KERNELS, "add", refuse)
+        with pytest.raises(UnsupportedOpError, match="declined for the test"):
+            model.predict({"x": np.zeros((2, 3), np.float32)})
+        assert (stand_in.predictions, stand_in.declined) == (0, 1)
+        monkeypatch.setitem(KERNELS, "add", lambda op, args: 1 / 0)  # a kernel bug is an answer to explain
+        with pytest.raises(ZeroDivisionError):
+            model.predict({"x": np.zeros((2, 3), np.float32)})
+        assert (stand_in.predictions, stand_in.declined) == (1, 1)
+
+
 def test_everything_is_restored_when_the_block_raises():
     core_ml_predict = MLModel.__dict__["predict"]
     with pytest.raises(RuntimeError, match="inside"):
@@ -262,7 +281,7 @@ def test_plugin_samples_every_nth_test(pytester):
 
 @needs_test_utilities
 def test_plugin_gives_every_conversion_the_package_pipeline(pytester, monkeypatch):
-    pipeline_module = sys.modules["mil_passes.pipeline"]
+    pipeline_module = importlib.import_module("mil_passes.pipeline")  # lazily imported: maybe not yet
     seen = []
     real = pipeline_module.pipeline
     monkeypatch.setattr(pipeline_module, "pipeline", lambda base=None: seen.append(base) or real(base))

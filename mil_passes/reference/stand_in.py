@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import UnsupportedOpError
+
 __all__ = ["stand_in_for_coreml", "coreml_present", "StandIn", "GATED_MODULES", "STAND_IN_MACOS_VERSION"]
 
 # coremltools' test utilities that skip the numeric comparison off macOS.
@@ -64,10 +66,12 @@ class _MacOSUtils(types.ModuleType):
 
 @dataclass
 class StandIn:
-    """What is patched, and how many predictions the interpreter answered."""
+    """What is patched, how many predictions the interpreter answered (a result, or Core ML's own
+    prediction error), and how many it declined (``UnsupportedOpError``: an op it cannot predict)."""
 
     active: bool
     predictions: int = 0
+    declined: int = 0
     patched_modules: list[str] = field(default_factory=list)
     _undo: list[tuple[Any, str, Any]] = field(default_factory=list, repr=False)
 
@@ -117,8 +121,16 @@ def stand_in_for_coreml() -> Iterator[StandIn]:
     def reference_predict(self, data, state=None):
         if state is not None:
             raise NotImplementedError("the reference interpreter does not run stateful models")
+        try:
+            outputs = predict(self, data)
+        except UnsupportedOpError:
+            stand_in.declined += 1
+            raise
+        except BaseException:
+            stand_in.predictions += 1  # answered with an error: Core ML's, or the interpreter's to explain
+            raise
         stand_in.predictions += 1
-        return predict(self, data)
+        return outputs
 
     stand_in._set(MLModel, "predict", reference_predict)
     try:

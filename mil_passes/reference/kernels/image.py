@@ -255,13 +255,31 @@ def _crop_bilinear(image: np.ndarray, rows: np.ndarray, cols: np.ndarray, pad: f
     return out
 
 
+def _require_boxes_inside_the_image(op, rows: tuple, cols: tuple, shape: tuple) -> None:
+    """Before iOS16, ``crop_resize`` has no ``pad_value``: its spec requires box corners inside the
+    image (normalized: in ``[0, 1]``), and Core ML's result for a box outside is not specified.
+    coremltools' own TF test avoids such boxes (``crop_bias = 0.0``, rdar://98749492: "crop_resize is
+    unstable for cropping out of bound"). Refuse rather than guess."""
+    height, width = shape[2], shape[3]
+    for axis, corners, size in (("height", rows, height), ("width", cols, width)):
+        values = np.concatenate([np.asarray(c, np.float64).reshape(-1) for c in corners])
+        slack = 1e-6 * max(size, 1)
+        if values.size and (values.min() < -slack or values.max() > size - 1 + slack):
+            detail = (
+                f"a box reaches {axis} {values.min():g}..{values.max():g}, outside the image's [0, {size - 1}]; "
+                "before iOS16 (no pad_value) Core ML's result for such a box is not specified"
+            )
+            raise UnsupportedOpError(op.op_type, op.name, detail)
+
+
 @kernel("crop_resize")
 def crop_resize(op, args):
     """TF's ``crop_and_resize`` for ``ALIGN_CORNERS`` (and ``STRICT_ALIGN_CORNERS``); the other
     sampling modes sample a box as ``resize_bilinear`` samples an image (see ``_box_grid``).
 
     Boxes are scaled by ``spatial_scale`` and, when normalized, by ``(H - 1, W - 1)``; samples
-    outside ``[0, H - 1] x [0, W - 1]`` take ``pad_value``.
+    outside ``[0, H - 1] x [0, W - 1]`` take ``pad_value`` (iOS16+). Before iOS16 a box outside
+    the image is refused (see ``_require_boxes_inside_the_image``).
     """
     x = np.asarray(args["x"])
     mode = str(args["sampling_mode"])
@@ -291,6 +309,8 @@ def crop_resize(op, args):
     normalized = _flag(args, "normalized_coordinates", False)
     h_scale = scale * ((height - 1) if normalized else 1)
     w_scale = scale * ((width - 1) if normalized else 1)
+    if "pad_value" not in op.input_spec.input_types:
+        _require_boxes_inside_the_image(op, (h0 * h_scale, h1 * h_scale), (w0 * w_scale, w1 * w_scale), x.shape)
     out_h, out_w = _int(args["target_height"]), _int(args["target_width"])
     pad = float(np.asarray(args["pad_value"])) if args.get("pad_value") is not None else 0.0
     crops = []
