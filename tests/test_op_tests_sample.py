@@ -4,6 +4,9 @@ reverse_sequence and Core ML's error on an invalid scatter index, in fp16 and fp
 make a prediction and pass, except the one the interpreter declines: an iOS15 crop_resize box outside
 the image, whose result the spec leaves undefined."""
 
+import contextlib
+import io
+
 import pytest
 
 pytest.importorskip("torch")  # the recurrent tests' expectations come from torch
@@ -57,12 +60,14 @@ DECLINED = [f"iOS15/test_image_resizing.py::TestCropResize::test_builder_to_back
 def run(tmp_path_factory):
     work = tmp_path_factory.mktemp("op_tests")
     op_tests = benchmark("op_tests")
-    code = run_cases(op_tests, CASES + DECLINED, work, "op_tests.md")
-    return code, op_tests.load_results(work), (work / "op_tests.md").read_text()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = run_cases(op_tests, CASES + DECLINED, work, "op_tests.md")
+    return code, op_tests.load_results(work), (work / "op_tests.md").read_text(), printed.getvalue()
 
 
 def test_every_case_of_the_sample_predicts_and_passes(run):
-    code, rows, _ = run
+    code, rows, _, _ = run
     assert sorted(rows) == sorted(CASES + DECLINED), "the sample did not run as chosen"
     wrong = {
         case: (row["outcome"], row.get("message", ""))
@@ -74,16 +79,18 @@ def test_every_case_of_the_sample_predicts_and_passes(run):
 
 
 def test_the_report_tables_the_sample_per_folder_and_precision(run):
-    _, _, report = run
+    _, _, report, printed = run
     # folder | precision | cases | run | predicted | agree | documented | failed | xfail | declined | ...
     total, n = len(CASES) + len(DECLINED), len(CASES)
     assert f"| **all** | **all** | {total} | {total} | {n} | {n} | 0 | 0 | 0 | {len(DECLINED)} | 0 |" in report
     assert "| iOS17 | fp32 | 2 | 2 | 2 | 2 | 0 | 0 | 0 | 0 |" in report
+    totals = f"| **all** | **all** | {total} | {total} | {n} | {n} | 0 | 0 | 0 | {len(DECLINED)} | 0 |"
+    assert "| folder | precision | cases | run | predicted | agree |" in printed and totals in printed
     assert "## Failed after a prediction, unexplained\n\nNone." in report
 
 
 def test_the_interpreter_declines_a_crop_resize_box_the_ios15_spec_leaves_undefined(run):
-    _, rows, report = run
+    _, rows, report, _ = run
     (row,) = (rows[case] for case in DECLINED)
     assert (row["outcome"], row["predictions"], row["error"]) == ("interpreter-error", 0, "UnsupportedOpError")
     assert benchmark("op_tests").category(row) == "declined"
@@ -109,3 +116,21 @@ def test_a_failure_is_unexplained_unless_a_documented_cause_verifies_it():
     assert op_tests.category({**within, "nodeid": fp32.replace("float16", "float32")}) == "failed"
     report = op_tests.render({"a": within, "b": beyond}, {"sample": 1, "date": "today"})
     assert "| **all** | **all** | 2 | 2 | 2 | 0 | 1 | 1 | 0 | 0 |" in report
+
+
+def test_the_typed_expectation_is_documented_whatever_numpy_prints_around_it():
+    op_tests = benchmark("op_tests")
+    case = (
+        f"iOS16/test_image_resizing.py::TestCropResize::test_builder_to_backend_ios16[{_backend('fp32', 'iOS16', 7)}"
+        "-pad_value=1.0]"
+    )
+    report = "Not equal to tolerance rtol=1e-05, atol=0.0001\nMismatched elements: 1 / 12 (8.33%)\n"
+    report += "Max absolute difference among violations: {}\n"
+    numpy_23 = report + " ACTUAL: array([[[[[ 3.1     ,  5.2     ],"
+    numpy_24 = (
+        report + "First 5 mismatches are at indices:\n [0, 0, 0, 1, 1]: 7.900000095367432 (ACTUAL), 7.89900016784668"
+    )
+    row = {"nodeid": case, "outcome": "disagree", "predictions": 1}
+    for message in (numpy_23, numpy_24):
+        assert op_tests.category({**row, "message": message.format("0.00099993")}) == "documented"
+        assert op_tests.category({**row, "message": message.format("0.0019999")}) == "failed"
