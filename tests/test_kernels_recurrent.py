@@ -260,3 +260,38 @@ def test_an_unknown_activation_or_direction_is_refused_with_the_op_named(op):
         KERNELS[op](FakeOp, args)
     with pytest.raises(NotImplementedError, match="activation 'swish'"):
         KERNELS[op](FakeOp, {**args, "direction": "forward", "activation": "swish"})
+
+
+def _recurrent(op: str, x, h0):
+    """One ``op`` (rnn, lstm or gru) with random weights and initial state ``h0``; its sequence output first."""
+    gates = {"rnn": 1, "lstm": 4, "gru": 3}[op]
+    rng = np.random.default_rng(3)
+    weights = {
+        "weight_ih": rng.standard_normal((gates * HIDDEN, INPUT)).astype(np.float32),
+        "weight_hh": rng.standard_normal((gates * HIDDEN, HIDDEN)).astype(np.float32),
+    }
+    states = {"initial_c": h0} if op == "lstm" else {}
+    return getattr(mb, op)(x=x, initial_h=h0, output_sequence=True, **states, **weights)
+
+
+@pytest.mark.parametrize("op", ["rnn", "lstm", "gru"])
+def test_a_state_of_equal_rows_serves_any_batch(op):
+    """coremltools' conversion of torch's pack_padded_sequence sizes the zero state by the first
+    sequence length (here 10 rows for a batch of 2): every sequence starts from the one row there is."""
+    x = _x()
+    (want, *_) = run(lambda x, h0: _recurrent(op, x, h0), {"x": x, "h0": np.full((BATCH, HIDDEN), 0.5, np.float32)})
+    for rows in (10, 1):
+        h0 = np.full((rows, HIDDEN), 0.5, np.float32)
+        (got, *_) = run(lambda x, h0: _recurrent(op, x, h0), {"x": x, "h0": h0})
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["rnn", "lstm", "gru"])
+def test_a_state_of_other_rows_that_differ_is_declined(op):
+    from mil_passes.reference import UnsupportedOpError
+
+    h0 = np.arange(10 * HIDDEN, dtype=np.float32).reshape(10, HIDDEN)
+    with pytest.raises(
+        UnsupportedOpError, match=r"input 'initial_h' has shape \(10, 5\) for a batch of 2, and its rows"
+    ):
+        run(lambda x, h0: _recurrent(op, x, h0), {"x": _x(), "h0": h0})

@@ -41,6 +41,23 @@ def _wide(value) -> np.ndarray:
     return value.astype(np.float32) if value.dtype == np.float16 else value
 
 
+def _initial_state(op, args: dict, name: str, batch: int) -> np.ndarray:
+    """The state ``name`` as ``<b, D*H>``. The spec asks for ``b`` rows, but coremltools' conversion of
+    torch's ``pack_padded_sequence`` sizes the zero state by the first sequence length instead, a
+    shape Core ML runs. Where every row is the same (a fill), each sequence starts from that row
+    whichever rows Core ML reads; where the rows differ, the interpreter declines."""
+    state = _wide(args[name])
+    rows = state.shape[0] if state.ndim == 2 else None
+    if rows == batch:
+        return state
+    if rows and np.all(state == state[:1]):
+        return np.repeat(state[:1], batch, axis=0)
+    detail = f"input '{name}' has shape {tuple(state.shape)} for a batch of {batch}" + (
+        ", and its rows differ: which rows Core ML reads is not specified" if rows else ""
+    )
+    raise UnsupportedOpError(op.op_type, op.name, detail)
+
+
 def _optional(args: dict, name: str):
     return 0 if args.get(name) is None else _wide(args[name])
 
@@ -74,9 +91,10 @@ def rnn(op, args: dict):
     reverse = _direction(op, args, ("forward", "reverse")) == "reverse"
     weight_ih, weight_hh, bias = _wide(args["weight_ih"]), _wide(args["weight_hh"]), _optional(args, "bias")
     act = _activation(op, args, "activation", "tanh")
-    h = _wide(args["initial_h"])
+    x = _wide(args["x"])
+    h = _initial_state(op, args, "initial_h", x.shape[1])
     steps = []
-    for x_t in _sequence(_wide(args["x"]), reverse):
+    for x_t in _sequence(x, reverse):
         h = act(x_t @ weight_ih.T + h @ weight_hh.T + bias)
         steps.append(h)
     return _outputs(args, _stack(steps, h), h), h
@@ -114,7 +132,7 @@ def lstm(op, args: dict):
     ``clip`` bounds the cell state to ``[-clip, clip]`` after each update."""
     direction = _direction(op, args, ("forward", "reverse", "bidirectional"))
     x = _wide(args["x"])
-    h0, c0 = _wide(args["initial_h"]), _wide(args["initial_c"])
+    h0, c0 = (_initial_state(op, args, name, x.shape[1]) for name in ("initial_h", "initial_c"))
     if direction != "bidirectional":
         steps, h, c = _lstm_layer(op, args, x, h0, c0, "", direction == "reverse")
         return _outputs(args, steps, h), h, c
@@ -142,9 +160,10 @@ def gru(op, args: dict):
     reset_after = bool(args.get("reset_after", False))
     gate = _activation(op, args, "recurrent_activation", "sigmoid")
     act = _activation(op, args, "activation", "tanh")
-    h = _wide(args["initial_h"])
+    x = _wide(args["x"])
+    h = _initial_state(op, args, "initial_h", x.shape[1])
     steps = []
-    for x_t in _sequence(_wide(args["x"]), reverse):
+    for x_t in _sequence(x, reverse):
         r = gate(x_t @ w_ir.T + b_ir + h @ w_hr.T + b_hr)
         z = gate(x_t @ w_iz.T + b_iz + h @ w_hz.T + b_hz)
         hidden = r * (h @ w_ho.T + b_ho) if reset_after else (r * h) @ w_ho.T + b_ho
