@@ -227,7 +227,7 @@ def category(row: dict) -> str:
         return "agree"
     if outcome == "converted":
         return "converted"
-    if not predicted and outcome == "interpreter-error" and row.get("error") == "UnsupportedOpError":
+    if outcome == "declined" or row.get("error") == "UnsupportedOpError":  # rows recorded before "declined"
         return "declined"
     if not predicted:
         return "not the interpreter's"

@@ -50,7 +50,7 @@ DEFAULT_TIMEOUT = 300.0
 RUNS = {"shipped": [], "pipeline": ["--mil-passes-pipeline"]}
 RUN_TITLES = {"shipped": "as shipped", "pipeline": "with mil_passes.pipeline()"}
 
-FAILING = ("disagree", "interpreter-error", "pass-error", "timeout")  # ours to explain, case by case
+FAILING = ("disagree", "interpreter-error", "declined", "pass-error", "timeout")  # ours to explain, case by case
 
 
 # Every failure the report lists is classified by the first cause that matches it.
@@ -293,9 +293,10 @@ def _per_class(shipped: dict, piped: dict) -> list[str]:
 
 def _failures(results: dict) -> list[str]:
     lines = [
-        "## Disagreements, interpreter errors, timeouts — classified",
+        "## Disagreements, interpreter errors, declined ops, timeouts — classified",
         "",
-        "Every case the interpreter got wrong or could not run, in either run, with its cause.",
+        "Every case the interpreter got wrong, could not run or declined, in either run, with its cause "
+        "(a declined op's cause is the interpreter's own reason).",
         "",
     ]
     rows = [
@@ -310,11 +311,14 @@ def _failures(results: dict) -> list[str]:
     for run, case, row in sorted(rows, key=lambda item: (item[1], item[0])):
         cause = classify(row)
         evidence = one_line(row.get("message", "")) + (f" (at `{row['where']}`)" if row.get("where") else "")
-        lines.append(
-            f"| {RUN_TITLES[run]} | `{case}` | {row['outcome']} | "
-            f"{cause.category if cause else '**unclassified**'} | {evidence} |"
-        )
+        lines.append(f"| {RUN_TITLES[run]} | `{case}` | {row['outcome']} | {_cause_label(row, cause)} | {evidence} |")
     return lines + [""]
+
+
+def _cause_label(row: dict, cause: Cause | None) -> str:
+    if cause:
+        return cause.category
+    return "declined: the reason is the interpreter's" if row["outcome"] == "declined" else "**unclassified**"
 
 
 def _conversion_failures(rows: dict) -> list[str]:

@@ -21,6 +21,7 @@ COLUMNS = (
     "agree",
     "disagree",
     "interpreter-error",
+    "declined",
     "pass-error",
     "timeout",
     "conversion-failure",

@@ -172,6 +172,7 @@ import pytest
 import torch
 import coremltools as ct
 from coremltools.converters.mil.frontend.torch.test.testing_utils import TorchBaseTest
+from mil_passes.reference import UnsupportedOpError
 from mil_passes.reference.kernels import KERNELS
 
 
@@ -227,6 +228,12 @@ class TestOutcomes:
     def test_neural_network(self):
         TorchBaseTest.run_compare_torch([(2, 3), (2, 3)], AddRelu())  # the suite's default backend
 
+    def test_declined(self, monkeypatch):
+        def refuse(op, args):
+            raise UnsupportedOpError(op.op_type, op.name, "not specified")
+        monkeypatch.setitem(KERNELS, "add", refuse)
+        compare()
+
     def test_timeout(self):
         time.sleep(3)
 """
@@ -259,7 +266,9 @@ def test_plugin_classifies_each_outcome(pytester):
         "test_skipped": "skipped",
         "test_xfail": "xfail",
         "test_neural_network": "neural-network",
+        "test_declined": "declined",
     }
+    assert rows["test_declined"]["predictions"] == 0 and "not specified" in rows["test_declined"]["message"]
     assert rows["test_agree"]["predictions"] == 1 and rows["test_agree"]["class"] == "TestOutcomes"
     assert "Mismatched elements" in rows["test_disagree"]["message"]
     assert rows["test_skipped"]["reason"].endswith("not here")
@@ -276,7 +285,7 @@ def test_plugin_fails_a_test_that_outlives_the_timeout(pytester):
 @needs_test_utilities
 def test_plugin_samples_every_nth_test(pytester):
     _, rows = _outcomes(pytester, "--reference-sample=3", "-k", "not timeout and not cache")
-    assert sorted(rows) == ["test_agree", "test_conversion_failure", "test_skipped"]  # 1st, 4th, 7th of 9
+    assert sorted(rows) == ["test_agree", "test_conversion_failure", "test_declined", "test_skipped"]  # 1/3 of 10
 
 
 @needs_test_utilities

@@ -29,6 +29,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from .errors import UnsupportedOpError
 from .predict import NotAnMLProgramError
 from .stand_in import StandIn, stand_in_for_coreml
 
@@ -38,6 +39,7 @@ OUTCOMES = {
     "converted": "passed without a prediction (the test checks conversion only)",
     "disagree": "the suite's numeric comparison failed",
     "interpreter-error": "the reference interpreter raised",
+    "declined": "the interpreter declined an op it cannot predict faithfully (UnsupportedOpError, with its reason)",
     "pass-error": "a mil_passes pass raised during conversion",
     "conversion-failure": "coremltools raised during conversion",
     "failed": "failed elsewhere (torch, or the test's own checks)",
@@ -259,6 +261,8 @@ def _failure(excinfo, predictions: int) -> tuple[str, dict]:
         return "timeout", detail
     if isinstance(error, NotAnMLProgramError):
         return "neural-network", detail
+    if isinstance(error, UnsupportedOpError):
+        return "declined", detail
     if any(_REFERENCE in path for path in files):
         return "interpreter-error", detail
     if any(_PACKAGE in path for path in files):
