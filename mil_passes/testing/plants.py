@@ -211,27 +211,22 @@ def _matrices(g: Grower, dtypes: tuple[str, ...]) -> Ref:
 def _finite_float(g: Grower) -> Ref:
     """A float var of rank ≥ 2 that is finite whatever the feeds: a ``fill`` of
     ``finfo(dtype).min`` or another value shaped like a visible var (transformers' causal mask), a
-    const, or a select of consts by a comparison of a visible var."""
+    const, or a comparison of a visible var cast to the dtype and scaled."""
     dtype = g.choose(("fp32", "fp16"))
     like = _matrices(g, BASIC)
     shape = shape_of(g.var(like))
-    form = g.choose(("fill", "fill", "const", "select"))
+    form = g.choose(("fill", "fill", "const", "compare"))
     if form == "fill":
         dims = g.emit("shape", {"x": like})[0] if g.draw(st.booleans()) or not all(map(is_static, shape)) else None
         target = g.ints([int(d) for d in shape]) if dims is None else dims
         value = np.finfo(DTYPES[dtype]).min if g.draw(st.booleans()) else _finite(g.const(dtype, ()))
         return g.emit("fill", {"shape": target, "value": np.asarray(value, DTYPES[dtype])})[0]
-    static = tuple(d if is_static(d) else 1 for d in shape)
     if form == "const":
-        return g.emit("identity", {"x": _finite(g.const(dtype, static))})[0]
-    compared = g.var(like)
-    cond = (
-        g.emit("greater", {"x": like, "y": operand(g, dtype_of(compared), shape)})[0]
-        if dtype_of(compared) != "bool"
-        else like
-    )
-    picks = {"cond": cond, "a": _finite(g.const(dtype, static)), "b": _finite(g.const(dtype, ()))}
-    return g.emit("select", picks)[0]
+        return g.emit("identity", {"x": _finite(g.const(dtype, tuple(d if is_static(d) else 1 for d in shape)))})[0]
+    compared = dtype_of(g.var(like))
+    cond = like if compared == "bool" else g.emit("greater", {"x": like, "y": operand(g, compared, shape)})[0]
+    flags = g.emit("cast", {"x": cond, "dtype": dtype})[0]  # 0 and 1: select types its output by a, b only
+    return g.emit("mul", {"x": flags, "y": _finite(g.const(dtype, ()))})[0]
 
 
 def plant_band_part_difference(g: Grower) -> list[Ref]:
