@@ -197,7 +197,8 @@ def plant_duplicate_names(g: Grower) -> list[Ref]:
 
 def _finite(value: np.ndarray) -> np.ndarray:
     """``value`` with ±inf at the dtype's extremes and NaN at 0."""
-    return np.nan_to_num(value, nan=0.0, posinf=np.finfo(value.dtype).max, neginf=np.finfo(value.dtype).min)
+    finfo = np.finfo(value.dtype)
+    return np.nan_to_num(value, nan=0.0, posinf=float(finfo.max), neginf=float(finfo.min))
 
 
 def _matrices(g: Grower, dtypes: tuple[str, ...]) -> Ref:
@@ -243,7 +244,7 @@ def plant_band_part_difference(g: Grower) -> list[Ref]:
         difference = g.emit("sub", {"x": wide[0], "y": wide[1]})[0]
         return g.emit("cast", {"x": difference, "dtype": "bool"})
     v = _matrices(g, ("int32",)) if form == "int32" else _finite_float(g)
-    source = v
+    source: Ref | None = v
     if form == "other":
         shape = shape_of(g.var(v))
         source = g.pick(lambda w: w is not g.var(v) and dtype_of(w) == dtype_of(g.var(v)) and shape_of(w) == shape)
