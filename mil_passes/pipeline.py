@@ -22,6 +22,11 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
     # Again: a window on a concat of shape vectors becomes slices of shape outputs, which fold
     # (found by the fuzzer: without this the pipeline is not idempotent).
     ("webnn::fold_shape_ops", "common::remove_symbolic_reshape"),
+    # torch's triu/tril (v - band_part(v)) becomes a select long before common::add_fp16_cast turns
+    # torch.finfo(float32).min into -inf (-inf - -inf is NaN). After const_elimination, which folds a
+    # static mask whole, and after fold_shape_ops, which may give the mask's shape constants; before
+    # the next canonicalize_uint8_select, which turns select(band, 0, ones) of a constant v into a cast.
+    ("webnn::band_part_difference_to_select", "common::remove_symbolic_reshape"),
     # Again: removing a window can bring a condition next to what canonicalizes it, as in
     # logical_not(slice(concat(logical_not(x), c))) (found by the fuzzer, as above).
     ("webnn::canonicalize_uint8_select", "common::remove_symbolic_reshape"),

@@ -24,7 +24,10 @@ EXPECTED = (
     "webnn::canonicalize_uint8_select",
     "webnn::fold_shape_ops",
     "webnn::concat_slice_to_slice_concat",
+    "webnn::band_part_difference_to_select",
 )
+#: Every run of the package's passes in a pipeline, in order (see PLACEMENT).
+RUNS = (*EXPECTED[:4], "webnn::fold_shape_ops", EXPECTED[4], *AGAIN[1:])
 
 
 def test_every_pass_is_registered_in_pipeline_order():
@@ -45,7 +48,7 @@ def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
     before = list(base.passes)
     names = mil_passes.pipeline(base).passes
     assert list(base.passes) == before
-    assert [n for n in names if n.startswith("webnn::")] == [*EXPECTED, *AGAIN]
+    assert [n for n in names if n.startswith("webnn::")] == list(RUNS)
     assert names.index("webnn::rename_duplicate_temporaries") == 0
     assert names.index("webnn::canonicalize_uint8_select") < names.index("common::select_optimization")
     first_const_elimination = names.index("common::const_elimination")
@@ -59,13 +62,16 @@ def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
     # So does canonicalize_uint8_select, after the second fold.
     last_canonicalize = len(names) - 1 - names[::-1].index("webnn::canonicalize_uint8_select")
     assert folds[1] < last_canonicalize < names.index("common::remove_symbolic_reshape")
+    # The triu/tril rewrite: after the folds, before the last canonicalize and far before add_fp16_cast.
+    band = names.index("webnn::band_part_difference_to_select")
+    assert folds[1] < band < last_canonicalize < names.index("common::add_fp16_cast")
     # And fold_shape_ops a third time, right after add_fp16_cast re-creates the reshapes.
     assert folds[2] == names.index("common::add_fp16_cast") + 1
     assert [n for n in names if not n.startswith("webnn::")] == before
 
 
 def test_pipeline_on_empty_base_is_the_package_passes_in_order():
-    assert tuple(mil_passes.pipeline(ct.PassPipeline.EMPTY).passes) == (*EXPECTED, *AGAIN)
+    assert tuple(mil_passes.pipeline(ct.PassPipeline.EMPTY).passes) == RUNS
 
 
 def test_pipeline_is_idempotent_where_a_removed_window_joins_two_logical_nots():

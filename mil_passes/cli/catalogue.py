@@ -20,4 +20,8 @@ PASSES: tuple[tuple[str, str], ...] = (
         "webnn::concat_slice_to_slice_concat",
         "Rewrite every window of a concat's output as a concat of windows of its inputs.",
     ),
+    (
+        "webnn::band_part_difference_to_select",
+        "Rewrite every float ``v - band_part(v)`` (torch's triu/tril) as a select of 0 and ``v``.",
+    ),
 )

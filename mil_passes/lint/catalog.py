@@ -67,6 +67,22 @@ RULES: dict[str, Rule] = {
             "one run-time dim",
         ),
         Rule(
+            "fp16-band-part-difference",
+            "warning",
+            "an fp16 `sub(x=v, y=band_part(v))`: torch's `triu`/`tril` as coremltools converts them",
+            "webnn::band_part_difference_to_select",
+            "an infinite `v` makes the band NaN (`-inf - -inf`): transformers' causal mask, "
+            "`torch.finfo(float32).min`, is -inf at fp16, and GPT-2 with a run-time sequence outputs NaN "
+            "(coremltools 9.0 `frontend/torch/ops.py`, `def triu`/`def tril`)",
+        ),
+        Rule(
+            "band-part-difference",
+            "info",
+            "the same `sub(x=v, y=band_part(v))` on fp32",
+            "webnn::band_part_difference_to_select",
+            "exact at fp32 for finite `v`; converted at fp16 (coremltools' default), the mask above is NaN",
+        ),
+        Rule(
             "duplicate-name",
             "error",
             "a name defined again where an earlier definition is visible",

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from .grower import BASIC, MAX_ELEMENTS, NUMERIC, Grower, dtype_of, is_static, numel, shape_of
 from .op_args import add_select, factor, movable, operand
-from .recipe import Operand, Ref
+from .recipe import DTYPES, Operand, Ref
 
 Plant = Callable[[Grower], "list[Ref]"]
 
@@ -195,7 +195,70 @@ def plant_duplicate_names(g: Grower) -> list[Ref]:
     return g.emit("logical_and", {"x": back, "y": flag}, name=f"{stem}_and")
 
 
+def _finite(value: np.ndarray) -> np.ndarray:
+    """``value`` with ±inf at the dtype's extremes and NaN at 0."""
+    finfo = np.finfo(value.dtype)
+    return np.nan_to_num(value, nan=0.0, posinf=float(finfo.max), neginf=float(finfo.min))
+
+
+def _matrices(g: Grower, dtypes: tuple[str, ...]) -> Ref:
+    """A visible var of rank ≥ 2 of one of ``dtypes``, or a new one."""
+    ref = g.pick(lambda v: dtype_of(v) in dtypes and len(shape_of(v)) >= 2 and numel(shape_of(v)) <= 64)
+    if ref is None:
+        ref = g.emit("identity", {"x": g.const(g.choose(dtypes), (3, 4))})[0]
+    return ref
+
+
+def _finite_float(g: Grower) -> Ref:
+    """A float var of rank ≥ 2 that is finite whatever the feeds: a ``fill`` of
+    ``finfo(dtype).min`` or another value shaped like a visible var (transformers' causal mask), a
+    const, or a comparison of a visible var cast to the dtype and scaled."""
+    dtype = g.choose(("fp32", "fp16"))
+    like = _matrices(g, BASIC)
+    shape = shape_of(g.var(like))
+    form = g.choose(("fill", "fill", "const", "compare"))
+    if form == "fill":
+        dims = g.emit("shape", {"x": like})[0] if g.draw(st.booleans()) or not all(map(is_static, shape)) else None
+        target = g.ints([int(d) for d in shape]) if dims is None else dims
+        value = np.finfo(DTYPES[dtype]).min if g.draw(st.booleans()) else _finite(g.const(dtype, ()))
+        return g.emit("fill", {"shape": target, "value": np.asarray(value, DTYPES[dtype])})[0]
+    if form == "const":
+        return g.emit("identity", {"x": _finite(g.const(dtype, tuple(d if is_static(d) else 1 for d in shape)))})[0]
+    compared = dtype_of(g.var(like))
+    cond = like if compared == "bool" else g.emit("greater", {"x": like, "y": operand(g, compared, shape)})[0]
+    flags = g.emit("cast", {"x": cond, "dtype": dtype})[0]  # 0 and 1: select types its output by a, b only
+    return g.emit("mul", {"x": flags, "y": _finite(g.const(dtype, ()))})[0]
+
+
+def plant_band_part_difference(g: Grower) -> list[Ref]:
+    """torch's ``triu``/``tril`` as coremltools converts them, ``sub(v, band_part(v))`` on a finite
+    float ``v`` (the pass turns the NaN of an infinite ``v`` into 0: not bit-exact there, tested
+    apart), the band_part now and then also an output; and the look-alikes that stay: an int32
+    ``v``, the frontend's bool form through int32 casts, a band_part of another var."""
+    bounds = {"lower": g.ints(g.draw(st.integers(-1, 3))), "upper": g.ints(g.draw(st.integers(-1, 3)))}
+    form = g.choose(("float", "float", "float", "int32", "bool", "other"))
+    if form == "bool":
+        flag = _matrices(g, ("bool",))
+        kept = g.emit("band_part", {"x": flag, **bounds})[0]
+        wide = [g.emit("cast", {"x": ref, "dtype": "int32"})[0] for ref in (flag, kept)]
+        difference = g.emit("sub", {"x": wide[0], "y": wide[1]})[0]
+        return g.emit("cast", {"x": difference, "dtype": "bool"})
+    v = _matrices(g, ("int32",)) if form == "int32" else _finite_float(g)
+    source: Ref | None = v
+    if form == "other":
+        shape = shape_of(g.var(v))
+        source = g.pick(lambda w: w is not g.var(v) and dtype_of(w) == dtype_of(g.var(v)) and shape_of(w) == shape)
+        if source is None:
+            source = g.emit("identity", {"x": v})[0]  # the same values, another var
+    kept = g.emit("band_part", {"x": source, **bounds})[0]
+    keep = g.emit("sub", {"x": v, "y": kept})
+    if g.chance(4):
+        keep.append(kept)  # the band_part is also an output: it stays for it
+    return keep
+
+
 PLANTS: dict[str, Plant] = {
+    "band_part_difference_to_select": plant_band_part_difference,
     "concat_slice_to_slice_concat": plant_concat_window,
     "fold_shape_ops": plant_shape_chain,
     "canonicalize_uint8_select": plant_bool_round_trip,
