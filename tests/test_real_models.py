@@ -137,3 +137,14 @@ def test_readme_table_lists_every_model_converted():
     rows = [line.split("|")[1:-1] for line in table.strip().splitlines()[2:]]
     assert [cells[0].strip() for cells in rows] == NAMES
     assert all(cells[1].strip() == "yes" for cells in rows)
+
+
+def test_optimize_fixes_the_nan_of_a_gpt2_package_already_converted_at_fp16(tmp_path):
+    """A package converted at fp16 under DEFAULT holds the -inf mask; optimize rewrites its triu."""
+    ready = prepared("gpt2_flexible")
+    nan_model = convert(ready.model, ready.traced, ready.inputs, fp16=True, pass_pipeline=pass_pipeline("DEFAULT"))
+    assert np.isnan(max_error(nan_model, ready.trials))
+    assert [f.rule for f in lint(nan_model._mil_program) if f.severity == "warning"] == ["fp16-band-part-difference"]
+    trip = round_trip(nan_model, str(tmp_path), ready.trials)
+    assert (trip.optimize_status, trip.lint_status) == (0, 0)
+    assert trip.error <= TOLERANCE[True]
