@@ -13,6 +13,7 @@ import numpy as np
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ... import semantics
+from .. import rounded
 from . import kernel, out_dtype
 
 
@@ -85,35 +86,26 @@ def binary(op, args):
 
 # -- elementwise unary ------------------------------------------------------------------------
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
+# Exact in IEEE arithmetic (or a correctly rounded basic operation): the same bits on every CPU.
 _UNARY = {
     "abs": np.abs,
-    "acos": np.arccos,
-    "asin": np.arcsin,
-    "atan": np.arctan,
-    "atanh": np.arctanh,
     "ceil": np.ceil,
-    "cos": np.cos,
-    "cosh": np.cosh,
-    "erf": lambda x: _erf(x),
-    "exp": np.exp,
-    "exp2": np.exp2,
     "floor": np.floor,
     "logical_not": np.logical_not,
     "round": np.round,
     "sign": np.sign,
-    "sin": np.sin,
-    "sinh": np.sinh,
     "sqrt": np.sqrt,
     "square": np.square,
-    "tan": np.tan,
-    "tanh": np.tanh,
 }
+# Transcendental: rounded once from float64, settled near rounding boundaries by libm (rounded.py),
+# so fp16 and fp32 results do not depend on numpy's CPU dispatch.
+_TRANSCENDENTAL = ("acos", "asin", "atan", "atanh", "cos", "cosh", "erf", "exp", "exp2", "sin", "sinh", "tan", "tanh")
 
 
-@kernel(*_UNARY)
+@kernel(*_UNARY, *_TRANSCENDENTAL)
 def unary(op, args):
+    if op.op_type in _TRANSCENDENTAL:
+        return rounded.unary(op.op_type, args["x"])
     with np.errstate(all="ignore"):
         return _UNARY[op.op_type](args["x"])
 
@@ -131,8 +123,9 @@ def inverse(op, args):
 
 @kernel("log")
 def log(op, args):
+    """``log(x + epsilon)``: the sum in x's dtype (as MIL adds it), the log rounded once."""
     with np.errstate(all="ignore"):
-        return np.log(args["x"] + _epsilon(args, 1e-45))
+        return rounded.unary("log", np.asarray(args["x"] + _epsilon(args, 1e-45)))
 
 
 @kernel("rsqrt")

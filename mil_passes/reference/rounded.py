@@ -1,0 +1,167 @@
+"""Transcendental functions rounded once to fp16 or fp32, with the same bits on every numpy CPU dispatch.
+
+numpy picks a SIMD loop for ``exp``, ``log``, ``tanh``… by the CPU it runs on (and by
+``NPY_DISABLE_CPU_FEATURES``), and the loops disagree in the last bits: at fp16 and fp32 directly,
+and at float64 by an ulp or two. Here a function is evaluated in float64 with numpy, and every
+element whose float64 value lies within ``MARGIN`` (relative) of a rounding boundary of the target
+dtype (the midpoint between two neighbours, or the overflow threshold) is evaluated again with
+Python's ``math`` module (the C library's scalar functions, which numpy's dispatch never touches).
+Any two float64 evaluations closer than ``MARGIN`` to each other round to the same fp16/fp32 value
+everywhere else, so the result no longer depends on numpy's dispatch. NaNs come out as the one
+positive quiet NaN (the SIMD loops differ in NaN sign bits too).
+
+For fp16 inputs of a one-argument function there are only 65,536 inputs: :func:`fp16_table`
+computes them all once and a kernel indexes the table by the input's bits.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import Callable
+
+import numpy as np
+
+MARGIN = 2.0**-40
+"""Relative distance to a rounding boundary within which libm's scalar value decides. numpy's
+float64 loops are within a few float64 ulps (2^-52 relative) of each other; 2^-40 leaves 4,096."""
+
+ROUNDED_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
+
+
+def _each(function: Callable[[float], float]) -> Callable[[np.ndarray], np.ndarray]:
+    """``function`` applied to each element as a Python float (float64 out); a domain or range
+    error gives what IEEE arithmetic gives there (NaN, or inf with the sign of the limit)."""
+
+    def safe(value: float) -> float:
+        try:
+            return function(value)
+        except ValueError:  # log(0), atanh(±1) are poles; others are outside the domain
+            if value == 0.0 and function is math.log:
+                return -math.inf
+            if abs(value) == 1.0 and function is math.atanh:
+                return math.copysign(math.inf, value)
+            return math.nan
+        except OverflowError:
+            return math.inf if function is not math.sinh else math.copysign(math.inf, value)
+
+    vectorized = np.vectorize(safe, otypes=[np.float64])
+    return lambda x: vectorized(x) if np.size(x) else np.asarray(x, np.float64)
+
+
+# The transcendental functions of the formulas, from two sources: numpy's float64 loops (fast,
+# dispatch-dependent in the last bits) and libm's scalar functions via ``math`` (element by element).
+# erf/erfc have no numpy ufunc: both use libm.
+_ERF, _ERFC = _each(math.erf), _each(math.erfc)
+NUMPY = SimpleNamespace(
+    exp=np.exp,
+    exp2=np.exp2,
+    expm1=np.expm1,
+    log=np.log,
+    log1p=np.log1p,
+    sin=np.sin,
+    cos=np.cos,
+    tan=np.tan,
+    asin=np.arcsin,
+    acos=np.arccos,
+    atan=np.arctan,
+    sinh=np.sinh,
+    cosh=np.cosh,
+    tanh=np.tanh,
+    atanh=np.arctanh,
+    erf=_ERF,
+    erfc=_ERFC,
+)
+LIBM = SimpleNamespace(
+    exp=_each(math.exp),
+    exp2=_each(lambda v: 2.0**v),
+    expm1=_each(math.expm1),
+    log=_each(math.log),
+    log1p=_each(math.log1p),
+    sin=_each(math.sin),
+    cos=_each(math.cos),
+    tan=_each(math.tan),
+    asin=_each(math.asin),
+    acos=_each(math.acos),
+    atan=_each(math.atan),
+    sinh=_each(math.sinh),
+    cosh=_each(math.cosh),
+    tanh=_each(math.tanh),
+    atanh=_each(math.atanh),
+    erf=_ERF,
+    erfc=_ERFC,
+)
+
+Formula = Callable[..., np.ndarray]
+"""``formula(fn, *operands)``: float64 arithmetic on float64 operands, calling transcendental
+functions only through the namespace ``fn`` (:data:`NUMPY` or :data:`LIBM`)."""
+
+UNARY: dict[str, Formula] = {name: (lambda fn, x, name=name: getattr(fn, name)(x)) for name in vars(NUMPY)}
+"""The one-argument functions by their MIL op names (``asin``, ``exp2``…)."""
+
+
+def near_a_boundary(wide: np.ndarray, dtype) -> np.ndarray:
+    """Where the float64 ``wide`` lies within ``MARGIN`` (relative) of a point where rounding to
+    ``dtype`` changes: a midpoint between neighbours, or the overflow threshold."""
+    dtype = np.dtype(dtype)
+    info = np.finfo(dtype)
+    largest = float(info.max)
+    overflow = largest + (largest - float(np.nextafter(dtype.type(largest), dtype.type(0)))) / 2
+    with np.errstate(all="ignore"):
+        rounded = wide.astype(dtype)
+        value = rounded.astype(np.float64)
+        up = np.nextafter(rounded, dtype.type(np.inf)).astype(np.float64)
+        down = np.nextafter(rounded, dtype.type(-np.inf)).astype(np.float64)
+        up = np.where(np.isinf(up), overflow, (value + up) / 2)
+        down = np.where(np.isinf(down), -overflow, (value + down) / 2)
+        up = np.where(np.isinf(value), np.copysign(overflow, value), up)  # overflowed: the threshold
+        distance = np.minimum(np.abs(wide - up), np.abs(wide - down))
+        return np.isfinite(wide) & (distance <= np.abs(wide) * MARGIN)
+
+
+def evaluate(formula: Formula, dtype, *operands) -> np.ndarray:
+    """``formula`` on the operands (broadcast) in float64, settled for rounding once to ``dtype``:
+    elements near a rounding boundary of ``dtype`` are recomputed with :data:`LIBM`, NaNs are the
+    positive quiet NaN. Returns float64 (the caller rounds); for other dtypes, numpy's value as is."""
+    wide_operands = np.broadcast_arrays(*(np.asarray(o, dtype=np.float64) for o in operands))
+    with np.errstate(all="ignore"):
+        wide = np.asarray(formula(NUMPY, *wide_operands), dtype=np.float64)
+        if np.dtype(dtype) not in ROUNDED_DTYPES:
+            return wide
+        near = near_a_boundary(wide, dtype)
+        if near.any():
+            wide = wide.copy()
+            wide[near] = formula(LIBM, *(o[near] for o in wide_operands))
+        nan = np.isnan(wide)
+        return np.where(nan, np.nan, wide) if nan.any() else wide
+
+
+def rounded(formula: Formula, dtype, *operands) -> np.ndarray:
+    """:func:`evaluate` rounded to ``dtype``."""
+    with np.errstate(all="ignore"):
+        return evaluate(formula, dtype, *operands).astype(dtype)
+
+
+ALL_FP16 = np.arange(2**16, dtype=np.uint16).view(np.float16)
+
+
+@lru_cache(maxsize=None)
+def fp16_table(name: str) -> np.ndarray:
+    """The fp16 result of the one-argument function ``name`` (a key of :data:`UNARY`) for every
+    fp16 bit pattern, indexed by the input's bits (read-only)."""
+    table = rounded(UNARY[name], np.float16, ALL_FP16)
+    table.flags.writeable = False
+    return table
+
+
+def unary(name: str, x) -> np.ndarray:
+    """The function ``name`` of ``x`` rounded once to x's dtype when x is fp16 (by table) or fp32;
+    numpy's value for other dtypes."""
+    x = np.asarray(x)
+    if x.dtype == np.float16:
+        return fp16_table(name)[x.view(np.uint16)]
+    if x.dtype == np.float32:
+        return rounded(UNARY[name], np.float32, x)
+    with np.errstate(all="ignore"):
+        return UNARY[name](NUMPY, x)
