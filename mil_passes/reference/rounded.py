@@ -50,6 +50,17 @@ def _each(function: Callable[[float], float]) -> Callable[[np.ndarray], np.ndarr
     return lambda x: vectorized(x) if np.size(x) else np.asarray(x, np.float64)
 
 
+def _pow(base: float, exponent: float) -> float:
+    """``math.pow`` with IEEE's answers where it raises: inf for 0 to a negative power, NaN for a
+    negative base to a non-integer power, inf on overflow."""
+    try:
+        return math.pow(base, exponent)
+    except ValueError:
+        return math.inf if base == 0.0 else math.nan
+    except OverflowError:
+        return math.inf
+
+
 # The transcendental functions of the formulas, from two sources: numpy's float64 loops (fast,
 # dispatch-dependent in the last bits) and libm's scalar functions via ``math`` (element by element).
 # erf/erfc have no numpy ufunc: both use libm.
@@ -72,6 +83,7 @@ NUMPY = SimpleNamespace(
     atanh=np.arctanh,
     erf=_ERF,
     erfc=_ERFC,
+    pow=np.power,
 )
 LIBM = SimpleNamespace(
     exp=_each(math.exp),
@@ -91,13 +103,16 @@ LIBM = SimpleNamespace(
     atanh=_each(math.atanh),
     erf=_ERF,
     erfc=_ERFC,
+    pow=np.vectorize(_pow, otypes=[np.float64]),
 )
 
 Formula = Callable[..., np.ndarray]
 """``formula(fn, *operands)``: float64 arithmetic on float64 operands, calling transcendental
 functions only through the namespace ``fn`` (:data:`NUMPY` or :data:`LIBM`)."""
 
-UNARY: dict[str, Formula] = {name: (lambda fn, x, name=name: getattr(fn, name)(x)) for name in vars(NUMPY)}
+UNARY: dict[str, Formula] = {
+    name: (lambda fn, x, name=name: getattr(fn, name)(x)) for name in vars(NUMPY) if name != "pow"
+}
 """The one-argument functions by their MIL op names (``asin``, ``exp2``…)."""
 
 
@@ -137,6 +152,30 @@ def evaluate(formula: Formula, dtype, *operands) -> np.ndarray:
         return np.where(nan, np.nan, wide) if nan.any() else wide
 
 
+def along(formula: Formula, dtype, x, axes: tuple[int, ...]) -> np.ndarray:
+    """``formula(fn, rows)`` on ``x`` in float64 with ``axes`` flattened into the last axis of a 2-D
+    ``rows``; it returns ``[k, n]`` (the shape of x comes back) or ``[k, 1]`` (a reduction over
+    ``axes``, returned with them kept as size 1). Settled as :func:`evaluate` does, a whole row at a
+    time: a row with any element near a rounding boundary of ``dtype`` is recomputed with LIBM."""
+    x = np.asarray(x, dtype=np.float64)
+    others = [a for a in range(x.ndim) if a not in axes]
+    order = others + list(axes)
+    moved = np.transpose(x, order)
+    rows = moved.reshape(math.prod(moved.shape[: len(others)]), -1)
+    with np.errstate(all="ignore"):
+        wide = np.asarray(formula(NUMPY, rows), dtype=np.float64)
+        if np.dtype(dtype) in ROUNDED_DTYPES and wide.size:
+            near = near_a_boundary(wide, dtype).any(axis=1)
+            if near.any():
+                wide = wide.copy()
+                wide[near] = formula(LIBM, rows[near])
+            wide = np.where(np.isnan(wide), np.nan, wide)
+    if wide.shape[1] == rows.shape[1]:
+        return np.transpose(wide.reshape(moved.shape), np.argsort(order))
+    kept = tuple(1 if a in axes else x.shape[a] for a in range(x.ndim))
+    return wide.reshape(kept)
+
+
 def rounded(formula: Formula, dtype, *operands) -> np.ndarray:
     """:func:`evaluate` rounded to ``dtype``."""
     with np.errstate(all="ignore"):
@@ -147,10 +186,11 @@ ALL_FP16 = np.arange(2**16, dtype=np.uint16).view(np.float16)
 
 
 @lru_cache(maxsize=None)
-def fp16_table(name: str) -> np.ndarray:
-    """The fp16 result of the one-argument function ``name`` (a key of :data:`UNARY`) for every
-    fp16 bit pattern, indexed by the input's bits (read-only)."""
-    table = rounded(UNARY[name], np.float16, ALL_FP16)
+def fp16_table(function: str | Formula) -> np.ndarray:
+    """The fp16 result of a one-argument function (a key of :data:`UNARY`, or a formula of one
+    operand) for every fp16 bit pattern, indexed by the input's bits (read-only, computed once)."""
+    formula = UNARY[function] if isinstance(function, str) else function
+    table = rounded(formula, np.float16, ALL_FP16)
     table.flags.writeable = False
     return table
 

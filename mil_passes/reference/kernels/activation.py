@@ -22,18 +22,20 @@ fp16 inputs against float64 math; ulps of the output dtype):
 ``relu``, ``relu6``, ``leaky_relu`` and ``prelu`` keep coremltools' ``value_inference``: it is
 correctly rounded for fp32 and fp16 (one multiplication at most).
 ``softmax`` is a core kernel.
+
+The transcendental parts go through ``rounded.py``: an element whose float64 value is near an
+fp16/fp32 rounding boundary is recomputed with libm, so results do not depend on numpy's CPU
+dispatch; parameter-free activations of fp16 inputs are a 65,536-entry table.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import numpy as np
 
-from . import kernel
-
-_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+from .. import rounded
+from . import kernel, out_dtype
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -50,32 +52,57 @@ def _param(args: dict, name: str, rank: int, per_channel: bool = False) -> np.nd
     return value
 
 
-def sigmoid_of(x: np.ndarray) -> np.ndarray:
-    """``1 / (1 + exp(-x))`` without overflow for either sign of ``x``."""
-    z = np.exp(-np.abs(x))
+def sigmoid_of(x: np.ndarray, fn=rounded.NUMPY) -> np.ndarray:
+    """``1 / (1 + exp(-x))`` without overflow for either sign of ``x`` (``fn``: where exp comes from)."""
+    z = fn.exp(-np.abs(x))
     return np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
 
 
-def softplus_of(x: np.ndarray) -> np.ndarray:
+def softplus_of(x: np.ndarray, fn=rounded.NUMPY) -> np.ndarray:
     """``log(1 + exp(x))`` without overflow or flushing the negative tail."""
-    return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+    return np.maximum(x, 0.0) + fn.log1p(fn.exp(-np.abs(x)))
 
 
-def _gelu_exact(x: np.ndarray) -> np.ndarray:
+def _gelu_exact(fn, x: np.ndarray) -> np.ndarray:
     """``0.5 x (1 + erf(x / sqrt 2))``, as ``0.5 x erfc(-x / sqrt 2)`` to keep the negative tail."""
-    return 0.5 * x * _erfc(-x / math.sqrt(2.0))
+    return 0.5 * x * fn.erfc(-x / math.sqrt(2.0))
 
 
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+def _gelu_tanh(fn, x: np.ndarray) -> np.ndarray:
     """``0.5 x (1 + tanh(z))``, as ``x sigmoid(2 z)`` (the same function) to keep the negative tail."""
-    return x * sigmoid_of(2.0 * SQRT_2_OVER_PI * (x + 0.044715 * x**3))
+    return x * sigmoid_of(2.0 * SQRT_2_OVER_PI * (x + 0.044715 * x**3), fn)
 
 
-_GELU: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+def _gelu_sigmoid(fn, x: np.ndarray) -> np.ndarray:
+    return x * sigmoid_of(1.702 * x, fn)
+
+
+_GELU: dict[str, rounded.Formula] = {
     "EXACT": _gelu_exact,
     "TANH_APPROXIMATION": _gelu_tanh,
-    "SIGMOID_APPROXIMATION": lambda x: x * sigmoid_of(1.702 * x),
+    "SIGMOID_APPROXIMATION": _gelu_sigmoid,
 }
+
+
+def _sigmoid(fn, x):
+    return sigmoid_of(x, fn)
+
+
+def _silu(fn, x):
+    return x * sigmoid_of(x, fn)
+
+
+def _softplus(fn, x):
+    return softplus_of(x, fn)
+
+
+def _of_x(op, formula: rounded.Formula, x) -> np.ndarray:
+    """A parameter-free activation of ``x``: by table for fp16 (rounded.fp16_table), else in float64
+    settled for the declared output dtype."""
+    x = np.asarray(x)
+    if x.dtype == np.float16 and out_dtype(op) == np.float16:
+        return rounded.fp16_table(formula)[x.view(np.uint16)]
+    return rounded.evaluate(formula, out_dtype(op), x)
 
 
 @kernel("gelu")
@@ -83,23 +110,26 @@ def gelu(op, args):
     mode = args.get("mode") or "EXACT"
     if mode not in _GELU:
         raise ValueError(f"op '{op.name}' (gelu): unknown mode '{mode}', expected one of {sorted(_GELU)}")
-    return _GELU[mode](_wide(args["x"]))
+    return _of_x(op, _GELU[mode], args["x"])
 
 
 @kernel("sigmoid")
 def sigmoid(op, args):
-    return sigmoid_of(_wide(args["x"]))
+    return _of_x(op, _sigmoid, args["x"])
 
 
 @kernel("silu")
 def silu(op, args):
-    x = _wide(args["x"])
-    return x * sigmoid_of(x)
+    return _of_x(op, _silu, args["x"])
 
 
 @kernel("softplus")
 def softplus(op, args):
-    return softplus_of(_wide(args["x"]))
+    return _of_x(op, _softplus, args["x"])
+
+
+def _softplus_parametric(fn, x, alpha, beta):
+    return alpha * softplus_of(beta * x, fn)
 
 
 @kernel("softplus_parametric")
@@ -107,7 +137,7 @@ def softplus_parametric(op, args):
     x = _wide(args["x"])
     alpha = _param(args, "alpha", x.ndim, per_channel=True)
     beta = _param(args, "beta", x.ndim, per_channel=True)
-    return alpha * softplus_of(beta * x)
+    return rounded.evaluate(_softplus_parametric, out_dtype(op), x, alpha, beta)
 
 
 @kernel("softsign")
@@ -116,11 +146,14 @@ def softsign(op, args):
     return x / (1.0 + np.abs(x))
 
 
+def _elu(fn, x, alpha):
+    return np.where(x > 0, x, alpha * fn.expm1(np.minimum(x, 0.0)))
+
+
 @kernel("elu")
 def elu(op, args):
     x = _wide(args["x"])
-    alpha = _param(args, "alpha", x.ndim)
-    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
+    return rounded.evaluate(_elu, out_dtype(op), x, _param(args, "alpha", x.ndim))
 
 
 @kernel("linear_activation")
@@ -129,10 +162,15 @@ def linear_activation(op, args):
     return _param(args, "alpha", x.ndim) * x + _param(args, "beta", x.ndim)
 
 
+def _scaled_tanh(fn, x, alpha, beta):
+    return alpha * fn.tanh(beta * x)
+
+
 @kernel("scaled_tanh")
 def scaled_tanh(op, args):
     x = _wide(args["x"])
-    return _param(args, "alpha", x.ndim) * np.tanh(_param(args, "beta", x.ndim) * x)
+    alpha, beta = _param(args, "alpha", x.ndim), _param(args, "beta", x.ndim)
+    return rounded.evaluate(_scaled_tanh, out_dtype(op), x, alpha, beta)
 
 
 @kernel("sigmoid_hard")

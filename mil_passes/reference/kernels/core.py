@@ -45,8 +45,12 @@ def _axis(axis, rank: int) -> int:
 
 
 def _safe_pow(x, y):
-    if np.issubdtype(np.result_type(x, y), np.integer) and np.any(np.asarray(y) < 0):
+    """Floats: rounded once from float64 (rounded.py; numpy's fp32 power loops differ by CPU)."""
+    dtype = np.result_type(x, y)
+    if np.issubdtype(dtype, np.integer) and np.any(np.asarray(y) < 0):
         return np.power(np.asarray(x, np.float64), np.asarray(y, np.float64))
+    if dtype in rounded.ROUNDED_DTYPES:
+        return rounded.rounded(lambda fn, base, exponent: fn.pow(base, exponent), dtype, x, y)
     return np.power(x, y)
 
 
@@ -397,15 +401,26 @@ _REDUCTIONS = {
     "reduce_l1_norm": lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k),
     "reduce_l2_norm": lambda x, a, k: np.sqrt(np.sum(np.square(x), axis=a, keepdims=k)),
     "reduce_sum_square": lambda x, a, k: np.sum(np.square(x), axis=a, keepdims=k),
-    "reduce_log_sum": lambda x, a, k: np.log(np.sum(x, axis=a, keepdims=k)),
+    "reduce_log_sum": lambda x, a, k: _log_sum(x, a, k),
     "reduce_log_sum_exp": lambda x, a, k: _log_sum_exp(x, a, k),
 }
 
 
-def _log_sum_exp(x, axes, keep):
-    peak = np.max(x, axis=axes, keepdims=True)
+def _log_sum(x, axes, keep):
+    """``log`` of the sum (taken in x's widened dtype), rounded once to x's dtype."""
+    total = np.sum(x, axis=axes, keepdims=keep)
+    return rounded.unary("log", total)
+
+
+def _log_sum_of_exp_rows(fn, rows):
+    peak = np.max(rows, axis=1, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0)
-    total = np.log(np.sum(np.exp(x - peak), axis=axes, keepdims=True)) + peak
+    return fn.log(np.sum(fn.exp(rows - peak), axis=1, keepdims=True)) + peak
+
+
+def _log_sum_exp(x, axes, keep):
+    """In float64, settled for rounding once to x's dtype (rounded.along)."""
+    total = rounded.along(_log_sum_of_exp_rows, x.dtype, x, axes)
     return total if keep else np.squeeze(total, axis=axes)
 
 
@@ -425,12 +440,19 @@ def reduce_arg(op, args):
     return np.expand_dims(result, axis) if _keep(args) else result
 
 
+def _softmax_rows(fn, rows):
+    shifted = fn.exp(rows - np.max(rows, axis=1, keepdims=True))
+    return shifted / np.sum(shifted, axis=1, keepdims=True)
+
+
 @kernel("softmax")
 def softmax(op, args):
-    x = _wide(args["x"])
+    """In float64, settled for rounding once to x's dtype (rounded.along): numpy's fp32 exp
+    differs by CPU."""
+    x = np.asarray(args["x"])
     axis = _axis(args.get("axis") if args.get("axis") is not None else -1, x.ndim)
-    shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return shifted / np.sum(shifted, axis=axis, keepdims=True)
+    with np.errstate(all="ignore"):
+        return rounded.along(_softmax_rows, x.dtype, x, (axis,))
 
 
 # -- random -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import rounded
 from ..errors import UnsupportedOpError
 from . import kernel
 
@@ -25,10 +26,22 @@ Activation = Callable[[np.ndarray], np.ndarray]
 
 # Activations at MIL's default parameters: scaled_tanh is tanh (alpha = beta = 1), hard_sigmoid
 # (also spelled sigmoid_hard) is clip(0.2 x + 0.5, 0, 1).
+# sigmoid and tanh are rounded once from float64 to the step's dtype (rounded.py): numpy's fp32
+# exp and tanh differ by CPU.
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return rounded.rounded(lambda fn, x: 1.0 / (1.0 + fn.exp(-x)), v.dtype, v)
+
+
+def _tanh(v: np.ndarray) -> np.ndarray:
+    return rounded.unary("tanh", v)
+
+
 ACTIVATIONS: dict[str, Activation] = {
-    "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)),
-    "tanh": np.tanh,
-    "scaled_tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "tanh": _tanh,
+    "scaled_tanh": _tanh,
     "relu": lambda v: np.maximum(v, 0),
     "linear": lambda v: v,
     "hard_sigmoid": lambda v: np.clip(0.2 * v + 0.5, 0.0, 1.0),
