@@ -1,7 +1,8 @@
 """Runs the reference interpreter's float kernels on fixed inputs and reports their outputs.
 
 Run as a script (``python tests/numerics_probe.py``) under a chosen ``NPY_DISABLE_CPU_FEATURES``:
-it prints one JSON object, case name -> sha256 of the output's dtype, shape and bytes, so two
+it prints one JSON object, case name -> sha256 of the output's dtype, shape and bytes (and under
+``FEATURES_KEY`` the CPU features numpy enabled), so two
 runs under different numpy CPU dispatch settings can be compared bit for bit
 (``tests/test_numerics_dispatch.py``). ``--save FILE.npz`` also writes the outputs themselves,
 to count which elements differ. ``--only SUBSTRING`` keeps the cases whose name contains it.
@@ -23,10 +24,12 @@ from typing import Callable
 import coremltools as ct
 import numpy as np
 from coremltools.converters.mil import Builder as mb
+from numpy._core._multiarray_umath import __cpu_features__
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_helpers import run  # noqa: E402
 
+FEATURES_KEY = "(numpy CPU features enabled)"
 FP16_BITS = np.arange(2**16, dtype=np.uint16).view(np.float16)
 FP16 = FP16_BITS[np.isfinite(FP16_BITS)]
 
@@ -240,7 +243,9 @@ def main(argv: list[str] | None = None) -> None:
                     outputs[name] = compute()
     if options.save:
         np.savez(options.save, **{name.replace("/", "|"): value for name, value in outputs.items()})
-    print(json.dumps({name: digest(value) for name, value in outputs.items()}))
+    report = {name: digest(value) for name, value in outputs.items()}
+    report[FEATURES_KEY] = sorted(name for name, enabled in __cpu_features__.items() if enabled)
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":

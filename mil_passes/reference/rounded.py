@@ -30,21 +30,17 @@ float64 loops are within a few float64 ulps (2^-52 relative) of each other; 2^-4
 ROUNDED_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
 
 
-def _each(function: Callable[[float], float]) -> Callable[[np.ndarray], np.ndarray]:
-    """``function`` applied to each element as a Python float (float64 out); a domain or range
-    error gives what IEEE arithmetic gives there (NaN, or inf with the sign of the limit)."""
+def _each(function: Callable[[float], float], ieee: Callable[[np.ndarray], np.ndarray]) -> Callable:
+    """``function`` applied to each element as a Python float (float64 out). Where it raises (a
+    pole, outside the domain, overflow) the value is ``ieee``'s: an infinity or NaN, which no
+    rounding can change."""
 
     def safe(value: float) -> float:
         try:
             return function(value)
-        except ValueError:  # log(0), atanh(±1) are poles; others are outside the domain
-            if value == 0.0 and function is math.log:
-                return -math.inf
-            if abs(value) == 1.0 and function is math.atanh:
-                return math.copysign(math.inf, value)
-            return math.nan
-        except OverflowError:
-            return math.inf if function is not math.sinh else math.copysign(math.inf, value)
+        except (ValueError, OverflowError):
+            with np.errstate(all="ignore"):
+                return float(ieee(np.float64(value)))
 
     vectorized = np.vectorize(safe, otypes=[np.float64])
     return lambda x: vectorized(x) if np.size(x) else np.asarray(x, np.float64)
@@ -64,7 +60,7 @@ def _pow(base: float, exponent: float) -> float:
 # The transcendental functions of the formulas, from two sources: numpy's float64 loops (fast,
 # dispatch-dependent in the last bits) and libm's scalar functions via ``math`` (element by element).
 # erf/erfc have no numpy ufunc: both use libm.
-_ERF, _ERFC = _each(math.erf), _each(math.erfc)
+_ERF, _ERFC = _each(math.erf, np.sign), _each(math.erfc, np.sign)  # (erf and erfc never raise)
 NUMPY = SimpleNamespace(
     exp=np.exp,
     exp2=np.exp2,
@@ -86,21 +82,21 @@ NUMPY = SimpleNamespace(
     pow=np.power,
 )
 LIBM = SimpleNamespace(
-    exp=_each(math.exp),
-    exp2=_each(lambda v: 2.0**v),
-    expm1=_each(math.expm1),
-    log=_each(math.log),
-    log1p=_each(math.log1p),
-    sin=_each(math.sin),
-    cos=_each(math.cos),
-    tan=_each(math.tan),
-    asin=_each(math.asin),
-    acos=_each(math.acos),
-    atan=_each(math.atan),
-    sinh=_each(math.sinh),
-    cosh=_each(math.cosh),
-    tanh=_each(math.tanh),
-    atanh=_each(math.atanh),
+    exp=_each(math.exp, np.exp),
+    exp2=_each(lambda v: math.pow(2.0, v), np.exp2),
+    expm1=_each(math.expm1, np.expm1),
+    log=_each(math.log, np.log),
+    log1p=_each(math.log1p, np.log1p),
+    sin=_each(math.sin, np.sin),
+    cos=_each(math.cos, np.cos),
+    tan=_each(math.tan, np.tan),
+    asin=_each(math.asin, np.arcsin),
+    acos=_each(math.acos, np.arccos),
+    atan=_each(math.atan, np.arctan),
+    sinh=_each(math.sinh, np.sinh),
+    cosh=_each(math.cosh, np.cosh),
+    tanh=_each(math.tanh, np.tanh),
+    atanh=_each(math.atanh, np.arctanh),
     erf=_ERF,
     erfc=_ERFC,
     pow=np.vectorize(_pow, otypes=[np.float64]),
