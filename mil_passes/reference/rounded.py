@@ -112,23 +112,33 @@ UNARY: dict[str, Formula] = {
 """The one-argument functions by their MIL op names (``asin``, ``exp2``…)."""
 
 
+CHUNK = 1 << 15
+"""Elements per pass of :func:`near_a_boundary` (its temporaries stay in cache)."""
+
+
 def near_a_boundary(wide: np.ndarray, dtype) -> np.ndarray:
     """Where the float64 ``wide`` lies within ``MARGIN`` (relative) of a point where rounding to
     ``dtype`` changes: a midpoint between neighbours, or the overflow threshold."""
     dtype = np.dtype(dtype)
+    flat = np.ascontiguousarray(wide, dtype=np.float64).reshape(-1)
+    near = np.empty(flat.shape, dtype=bool)
+    for start in range(0, flat.size, CHUNK):
+        near[start : start + CHUNK] = _near(flat[start : start + CHUNK], dtype)
+    return near.reshape(np.shape(wide))
+
+
+def _near(wide: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """In float64 only (fp16 conversions of subnormals are slow): ``dtype``'s values around ``wide``
+    are the multiples of ``2**step``, its ulp there, and the boundaries are the odd multiples of
+    half of it; the overflow threshold (largest value + half an ulp) is one of them."""
     info = np.finfo(dtype)
-    largest = float(info.max)
-    overflow = largest + (largest - float(np.nextafter(dtype.type(largest), dtype.type(0)))) / 2
     with np.errstate(all="ignore"):
-        rounded = wide.astype(dtype)
-        value = rounded.astype(np.float64)
-        up = np.nextafter(rounded, dtype.type(np.inf)).astype(np.float64)
-        down = np.nextafter(rounded, dtype.type(-np.inf)).astype(np.float64)
-        up = np.where(np.isinf(up), overflow, (value + up) / 2)
-        down = np.where(np.isinf(down), -overflow, (value + down) / 2)
-        up = np.where(np.isinf(value), np.copysign(overflow, value), up)  # overflowed: the threshold
-        distance = np.minimum(np.abs(wide - up), np.abs(wide - down))
-        return np.isfinite(wide) & (distance <= np.abs(wide) * MARGIN)
+        magnitude = np.abs(wide)
+        _, exponent = np.frexp(magnitude)  # magnitude in [2**(exponent-1), 2**exponent)
+        step = np.maximum(exponent - 1, info.minexp) - info.nmant
+        in_ulps = np.ldexp(magnitude, -step)  # exact: a power-of-two scaling
+        from_midpoint = np.abs(in_ulps - np.floor(in_ulps) - 0.5)
+        return np.isfinite(wide) & (from_midpoint <= in_ulps * MARGIN)
 
 
 def evaluate(formula: Formula, dtype, *operands) -> np.ndarray:
