@@ -5,8 +5,9 @@
 For each op, the seconds of the reference interpreter on one fp16 tensor of ``--values`` values
 in [-8, 8) (positive for log), and of the plain numpy computation in float64 rounded to fp16 (what
 a kernel without tables would do; its last bits depend on numpy's CPU dispatch). Prints their
-ratio; target: at most 2 for every op (elu and softmax pay the boundary check: 1.2-1.5). The last column is numpy's own fp16 loop, where it has
-one (on a CPU with AVX-512 FP16, a native SIMD loop: fast, and different bits elsewhere).
+ratio; target: at most 2 for every op (elu and softmax pay the boundary check, 1.2-1.5). The last
+column is numpy's own fp16 loop, where it has one (on a CPU with AVX-512 FP16, a native SIMD loop:
+fast, and different bits elsewhere).
 """
 
 from __future__ import annotations
