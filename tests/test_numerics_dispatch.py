@@ -11,6 +11,7 @@ features, and with every dispatched feature off, and the hashes must agree bit f
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -127,3 +128,36 @@ def test_unary_uses_the_table_for_fp16_and_rounds_fp32_once():
     assert rounded.unary("exp", np.float32(1.0)) == np.float32(np.e)
     assert rounded.unary("exp", np.array([1.0])).dtype == np.float64
     assert rounded.fp16_table("exp").flags.writeable is False
+
+
+def test_along_keeps_the_shape_and_recomputes_whole_rows_near_a_boundary():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 8
+    sources = []
+
+    def softmax_rows(fn, rows):
+        sources.append((fn, rows.shape))
+        e = fn.exp(rows - rows.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    got = rounded.along(softmax_rows, np.float32, x, (1,))
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(axis=1, keepdims=True), rtol=1e-15)
+    assert sources[0] == (rounded.NUMPY, (8, 3))
+    total = rounded.along(lambda fn, rows: rows.sum(axis=1, keepdims=True), np.float32, x, (0, 2))
+    assert total.shape == (1, 3, 1)
+    assert total.ravel().tolist() == x.astype(np.float64).sum(axis=(0, 2)).tolist()
+
+    midpoint = np.array([[1 + 2.0**-11, 1.0], [1.25, 1.5]])  # row 0 holds an fp16 midpoint
+    sources.clear()
+    rounded.along(lambda fn, rows: sources.append((fn, rows.shape)) or rows + 0.0, np.float16, midpoint, (1,))
+    assert sources == [(rounded.NUMPY, (2, 2)), (rounded.LIBM, (1, 2))]
+
+
+def test_fp16_table_of_a_formula_is_its_value_at_every_fp16_input():
+    table = rounded.fp16_table(activation._sigmoid)
+    x = np.array([-20.0, -1.0, 0.0, 0.5, 11.0], np.float16)
+    assert table[x.view(np.uint16)].tolist() == (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float16).tolist()
+    assert rounded.rounded(lambda fn, base, power: fn.pow(base, power), np.float32, 2.0, [0.5, 3]).tolist() == [
+        np.float32(math.sqrt(2.0)),
+        8.0,
+    ]
