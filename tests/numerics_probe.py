@@ -37,26 +37,27 @@ UNARY = (
     "abs acos asin atan atanh ceil cos cosh erf exp exp2 floor round sign sin sinh sqrt square tan tanh "
     "log rsqrt inverse"
 ).split()
+# name -> builder of the op on v with its parameters of numpy type t (x's dtype, as MIL requires)
 ACTIVATIONS: dict[str, Callable] = {
-    "sigmoid": lambda v: mb.sigmoid(x=v),
-    "silu": lambda v: mb.silu(x=v),
-    "softplus": lambda v: mb.softplus(x=v),
-    "softsign": lambda v: mb.softsign(x=v),
-    "relu": lambda v: mb.relu(x=v),
-    "relu6": lambda v: mb.relu6(x=v),
-    "gelu_exact": lambda v: mb.gelu(x=v, mode="EXACT"),
-    "gelu_tanh": lambda v: mb.gelu(x=v, mode="TANH_APPROXIMATION"),
-    "gelu_sigmoid": lambda v: mb.gelu(x=v, mode="SIGMOID_APPROXIMATION"),
-    "elu": lambda v: mb.elu(x=v, alpha=np.float16(0.75)),
-    "leaky_relu": lambda v: mb.leaky_relu(x=v, alpha=np.float16(0.1)),
-    "scaled_tanh": lambda v: mb.scaled_tanh(x=v, alpha=np.float16(1.5), beta=np.float16(0.625)),
-    "softplus_parametric": lambda v: mb.softplus_parametric(
-        x=v, alpha=np.array([0.75], np.float16), beta=np.array([1.25], np.float16)
+    "sigmoid": lambda v, t: mb.sigmoid(x=v),
+    "silu": lambda v, t: mb.silu(x=v),
+    "softplus": lambda v, t: mb.softplus(x=v),
+    "softsign": lambda v, t: mb.softsign(x=v),
+    "relu": lambda v, t: mb.relu(x=v),
+    "relu6": lambda v, t: mb.relu6(x=v),
+    "gelu_exact": lambda v, t: mb.gelu(x=v, mode="EXACT"),
+    "gelu_tanh": lambda v, t: mb.gelu(x=v, mode="TANH_APPROXIMATION"),
+    "gelu_sigmoid": lambda v, t: mb.gelu(x=v, mode="SIGMOID_APPROXIMATION"),
+    "elu": lambda v, t: mb.elu(x=v, alpha=t(0.75)),
+    "leaky_relu": lambda v, t: mb.leaky_relu(x=v, alpha=t(0.1)),
+    "scaled_tanh": lambda v, t: mb.scaled_tanh(x=v, alpha=t(1.5), beta=t(0.625)),
+    "softplus_parametric": lambda v, t: mb.softplus_parametric(
+        x=v, alpha=np.array([0.75], t), beta=np.array([1.25], t)
     ),
-    "sigmoid_hard": lambda v: mb.sigmoid_hard(x=v, alpha=np.float16(0.2), beta=np.float16(0.5)),
-    "linear_activation": lambda v: mb.linear_activation(x=v, alpha=np.float16(0.3), beta=np.float16(-0.1)),
-    "clamped_relu": lambda v: mb.clamped_relu(x=v, alpha=np.float16(0.1), beta=np.float16(6.0)),
-    "thresholded_relu": lambda v: mb.thresholded_relu(x=v, alpha=np.float16(0.5)),
+    "sigmoid_hard": lambda v, t: mb.sigmoid_hard(x=v, alpha=t(0.2), beta=t(0.5)),
+    "linear_activation": lambda v, t: mb.linear_activation(x=v, alpha=t(0.3), beta=t(-0.1)),
+    "clamped_relu": lambda v, t: mb.clamped_relu(x=v, alpha=t(0.1), beta=t(6.0)),
+    "thresholded_relu": lambda v, t: mb.thresholded_relu(x=v, alpha=t(0.5)),
 }
 BINARY = "add sub mul real_div floor_div mod pow maximum minimum".split()
 FIXED_Y = (0.5, 2.0, 3.0, -1.5, 7.0, 0.3330078125)
@@ -96,9 +97,12 @@ def _fp32_sample() -> np.ndarray:
 
 
 def activation_cases():
-    x = FP16.reshape(1, 1, -1)
-    for name, build in ACTIVATIONS.items():
-        yield f"activation/{name}/fp16", lambda build=build: one(build, x)
+    for tag, x in (("fp16", FP16.reshape(1, 1, -1)), ("fp32", _fp32_sample().reshape(1, 1, -1))):
+        for name, build in ACTIVATIONS.items():
+            yield (
+                f"activation/{name}/{tag}",
+                lambda build=build, x=x: one(lambda v: build(v, x.dtype.type), x),
+            )
 
 
 def binary_cases():
