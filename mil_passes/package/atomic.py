@@ -39,6 +39,7 @@ ASIDE_PREFIX = "replaced-"
 PROBE_BYTES = 1 << 20  # what a write probe asks of a file system that refused a write
 
 _interrupts = [0]  # how many SIGINTs the command's handler has seen (a list: no global statement)
+_committed: list[Path] = []  # every path a commit of this process has replaced, in order
 
 
 def note_interrupt() -> None:
@@ -54,6 +55,11 @@ def interrupted() -> bool:
 def forget_interrupts() -> None:
     """Clear the record (the command does this as it starts)."""
     _interrupts[0] = 0
+
+
+def committed() -> list[Path]:
+    """The paths this process has written (each commit's target, in order)."""
+    return list(_committed)
 
 
 def raise_if_interrupted() -> None:
@@ -127,6 +133,7 @@ def _commit(written: Path, path: Path, aside: Path) -> None:
             if moved_aside:
                 os.replace(aside, path)  # the old package stays
             raise
+        _committed.append(path)
 
 
 def remove_stale_staging(folder: str | Path) -> list[Path]:
