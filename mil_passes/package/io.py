@@ -223,7 +223,11 @@ def write_new(prog: Program, path: str | Path, *, like: Package | str | Path | N
 
 
 def check_output_path(path: str | Path, *, overwrite: bool = False) -> Path:
-    """``path`` as a place a package can be written; raises :class:`PackageError` if it is not."""
+    """``path`` as a place a package can be written; raises :class:`PackageError` if it is not.
+
+    First removes the staging folders a killed run left beside ``path``
+    (:func:`~mil_passes.package.atomic.remove_stale_staging`), which may put back a package that
+    run had moved aside, so "already exists" is said of what is really there."""
     path = Path(path)
     if path.suffix != ".mlpackage":
         raise PackageError(f"{path}: an ML Program is written as a folder named *.mlpackage")
