@@ -95,14 +95,18 @@ def replacing(path: Path) -> Iterator[Path]:
     becomes :class:`CannotWrite` naming ``path``."""
     path = Path(path)
     remove_stale_staging(path.parent)
+    staging: Path | None = None
     try:
-        staging = Path(
-            tempfile.mkdtemp(prefix=f".{path.name}.mil-passes-{os.getpid()}-", suffix=".partial", dir=path.parent)
-        )
-    except OSError as error:
-        raise cannot_write(path, error) from None
-    written = staging / path.name
-    try:
+        try:
+            with sigint_held():  # an interrupt cannot fall between making the folder and knowing it
+                staging = Path(
+                    tempfile.mkdtemp(
+                        prefix=f".{path.name}.mil-passes-{os.getpid()}-", suffix=".partial", dir=path.parent
+                    )
+                )
+        except OSError as error:
+            raise cannot_write(path, error) from None
+        written = staging / path.name
         try:
             yield written
         except OSError as error:
@@ -114,8 +118,9 @@ def replacing(path: Path) -> Iterator[Path]:
         except OSError as error:
             raise cannot_write(path, error) from None
     finally:
-        with sigint_held():
-            shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            with sigint_held():
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def _commit(written: Path, path: Path, aside: Path) -> None:
