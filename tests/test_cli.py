@@ -510,3 +510,62 @@ def test_console_script(streaming):
     assert result.returncode == 1, result.stderr
     assert json.loads(result.stdout)["counts"]["error"] == 24
     assert "Traceback" not in result.stderr
+
+
+# -- symbolic link loops ------------------------------------------------------------------------
+
+
+def test_symbolic_link_loops_are_named_as_such(small, tmp_path, capsys):
+    (tmp_path / "a.mlpackage").symlink_to(tmp_path / "b.mlpackage")
+    (tmp_path / "b.mlpackage").symlink_to(tmp_path / "a.mlpackage")
+    loop = tmp_path / "a.mlpackage"
+    assert run(capsys, "lint", loop) == (2, "", f"mil-passes: error: {loop}: a symbolic link loop\n")
+    for force in ([], ["--force"]):
+        status, out, err = run(capsys, "optimize", loop, "-o", tmp_path / "out.mlpackage", *force)
+        assert (status, err) == (2, f"mil-passes: error: {loop}: a symbolic link loop\n")
+        status, out, err = run(capsys, "optimize", small, "-o", loop, *force)
+        assert (status, err) == (2, f"mil-passes: error: {loop}: a symbolic link loop; not writing there\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mlpackage", "b.mlpackage"]
+
+
+# -- the report is the written file's ----------------------------------------------------------
+
+
+def while_loop_holding_a_cond():
+    """The builder's own names: the loop's initial value is ``const_0``, the name the milproto
+    loader also gives the stand-in parent of a nested block in a fresh process."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=ct.target.iOS17)
+    def prog(x):
+        def body(i, v):
+            grown = mb.cond(
+                pred=mb.greater(x=i, y=1.0), _true_fn=lambda: mb.add(x=v, y=1.0), _false_fn=lambda: mb.mul(x=v, y=2.0)
+            )
+            return mb.add(x=i, y=1.0), grown
+
+        _, out = mb.while_loop(
+            _cond=lambda i, v: mb.less(x=i, y=3.0), _body=body, loop_vars=(mb.const(val=np.float32(0)), x)
+        )
+        return mb.identity(x=out, name="out")
+
+    return prog
+
+
+def fresh_cli(*argv) -> subprocess.CompletedProcess:
+    """The command in a process of its own (coremltools' name counters start at 0)."""
+    return subprocess.run([sys.executable, "-m", "mil_passes.cli", *map(str, argv)], capture_output=True, text=True)
+
+
+def test_optimize_reports_the_findings_lint_finds_in_the_written_file(tmp_path):
+    source = mlpackage.save(while_loop_holding_a_cond(), tmp_path / "loop.mlpackage")
+    output = tmp_path / "fixed.mlpackage"
+    optimized = fresh_cli("optimize", source, "-o", output, "--json")
+    assert optimized.returncode == 0, optimized.stderr
+    report = json.loads(optimized.stdout)
+    for path, findings in ((source, report["findings"]["before"]), (output, report["findings"]["after"])):
+        linted = fresh_cli("lint", path, "--json")
+        assert linted.returncode == 0, linted.stderr
+        assert json.loads(linted.stdout)["findings"] == findings == []  # no const_0 twice: the file has one
+    assert report["ops"]["after"] == {
+        "add": 2, "cond": 1, "greater": 1, "identity": 1, "less": 1, "mul": 1, "while_loop": 1
+    }  # fmt: skip

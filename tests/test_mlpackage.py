@@ -2,6 +2,9 @@
 check reports and fixes duplicated names and wrong declared types."""
 
 import hashlib
+import json
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -151,6 +154,65 @@ def test_round_trip_of_control_flow_adds_no_placeholder_ops(tmp_path):
     for count in (0, 3):
         feeds = {"x": np.array([-1.0, 0.5], np.float32), "n": np.array([count], np.int32)}
         assert_same_outputs(control_flow_program(), reread.program, feeds)
+
+
+def test_the_loader_stand_ins_are_dropped_even_under_a_name_the_file_uses(tmp_path):
+    """The loader names a nested block's stand-in parent with the builder's next free name; in a
+    process whose counter is at 0 that is ``const_0``, a name builder-made files use too."""
+    from coremltools.converters.mil.mil import Builder
+
+    @mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=IOS17)
+    def prog(x):
+        def body(i, v):
+            grown = mb.cond(pred=mb.greater(x=i, y=1.0), _true_fn=lambda: mb.add(x=v, y=1.0), _false_fn=lambda: v)
+            return mb.add(x=i, y=1.0), grown
+
+        start = mb.const(val=np.float32(0), name="const_0")
+        _, out = mb.while_loop(_cond=lambda i, v: mb.less(x=i, y=3.0), _body=body, loop_vars=(start, x))
+        return mb.identity(x=out, name="out")
+
+    source = mlpackage.save(prog, tmp_path / "loop.mlpackage")
+    saved = dict(Builder.name_count)
+    Builder.name_count.clear()  # as in a fresh process
+    try:
+        package = mlpackage.read(source)
+    finally:
+        Builder.name_count.clear()
+        Builder.name_count.update(saved)
+    assert package.lint() == []
+    names = [var.name for op in iter_ops(package.program) for var in op.outputs]
+    assert len(names) == len(set(names)) and sum(op.op_type == "const" for op in iter_ops(package.program)) == sum(
+        op.type == "const" for op in _ops_of_spec(spec_of(source))
+    )
+
+
+def _ops_of_spec(spec):
+    def visit(block):
+        for op in block.operations:
+            yield op
+            for nested in op.blocks:
+                yield from visit(nested)
+
+    for function in spec.mlProgram.functions.values():
+        for block in function.block_specializations.values():
+            yield from visit(block)
+
+
+def test_a_saved_package_is_laid_out_as_coremltools_lays_it_out(flexible_package, tmp_path):
+    from coremltools.libmodelpackage import ModelPackage
+
+    written = mlpackage.save(mlpackage.load(flexible_package), tmp_path / "m.mlpackage", like=flexible_package)
+    package = ModelPackage(str(written))
+    assert Path(package.getRootModel().path()) == written / "Data/com.apple.CoreML/model.mlmodel"
+    assert sorted(p.relative_to(written).as_posix() for p in written.rglob("*")) == sorted(
+        p.relative_to(flexible_package).as_posix() for p in Path(flexible_package).rglob("*")
+    )
+    theirs, ours = (json.loads((p / "Manifest.json").read_text()) for p in (flexible_package, written))
+    shape = lambda m: sorted(
+        (e["name"], e["path"], e["author"], e["description"]) for e in m["itemInfoEntries"].values()
+    )  # noqa: E731
+    assert shape(ours) == shape(theirs) and ours["fileFormatVersion"] == theirs["fileFormatVersion"]
+    assert ct.models.MLModel(str(written), skip_model_load=True).get_spec() == spec_of(written)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,8 @@ import warnings
 from typing import Callable, TextIO
 
 from .._version import __version__
+from ..package.atomic import committed, raise_if_interrupted
+from .interrupts import interrupts_recorded, stop_raising
 from .optional_frameworks import optional_frameworks_refused
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -38,6 +40,7 @@ class Progress:
         self.started = False
 
     def __call__(self, label: str) -> None:
+        raise_if_interrupted()  # a checkpoint at every step
         if self.started:
             self.bar.update(1)
         self.started = True
@@ -56,6 +59,7 @@ def _optimize(args: argparse.Namespace) -> int:
     from ..optimize import explain, format_report, resolve_pass_names
     from ..package.optimize import optimize_package
 
+    raise_if_interrupted()  # a checkpoint after the imports (coremltools swallows some interrupts)
     names = resolve_pass_names(args.passes)
     progress = Progress(_steps(len(names)), progress_enabled(args.quiet or args.json))
     try:
@@ -92,6 +96,7 @@ def _lint(args: argparse.Namespace) -> int:
     from ..lint import SEVERITIES
     from ..package.io import read
 
+    raise_if_interrupted()
     findings = read(args.input).lint()
     if args.json:
         print(json.dumps(lint_json(args.input, findings), indent=2))
@@ -107,6 +112,7 @@ def _verify(args: argparse.Namespace) -> int:
     from .json_output import verify_json
     from ..verify import format_row, format_summary, resolve_pipeline, verify_package
 
+    raise_if_interrupted()
     names = resolve_pipeline(args.pipeline).passes  # an unknown name fails before any output
     width = max((len(name) for name in names), default=0)
     header = (
@@ -140,6 +146,7 @@ def _count(number: int, noun: str) -> str:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
+    raise_if_interrupted()
     progress = Progress(_steps(4), progress_enabled(args.quiet))
     try:
         print(run_demo(args.out, layers=args.layers, channels=args.channels, on_step=progress))
@@ -229,17 +236,33 @@ def _quiet_coremltools() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; coremltools, if this starts it, starts without the optional frameworks."""
+    """Run one command; coremltools, if this starts it, starts without the optional frameworks.
+
+    An interrupt at any moment ends it with 130 (:mod:`.interrupts`), even one a library caught.
+    """
+    with interrupts_recorded():
+        written_before = len(committed())
+        try:
+            status = _main(argv)
+            raise_if_interrupted()
+            return status
+        except KeyboardInterrupt:
+            stop_raising()
+            written = committed()[written_before:]
+            said = f"wrote {', '.join(map(str, written))} before it" if written else "nothing written"
+            print(f"mil-passes: interrupted; {said}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     _quiet_coremltools()
     run: Callable[[argparse.Namespace], int] = args.run
     with optional_frameworks_refused():
         try:
             return run(args)
-        except KeyboardInterrupt:
-            print("mil-passes: interrupted; nothing written", file=sys.stderr)
-            return EXIT_INTERRUPTED
         except Exception as error:  # noqa: BLE001 - sorted below: users' mistakes get one line
+            raise_if_interrupted()  # what follows a swallowed interrupt is the interrupt's doing
             message = _user_error(error)
             if message is None:
                 raise

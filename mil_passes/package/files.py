@@ -8,11 +8,13 @@ path is checked to stay inside the package (no absolute path, no ``..``, no syml
 and every weight reference is checked against its file's blob header before anything reads
 the file. Nothing in a package is executed: it is parsed as JSON and protobuf only.
 
-Every problem is a :class:`PackageError` whose message is one line naming the path.
+Every problem is a :class:`~mil_passes.package.errors.PackageError` whose message is one line
+naming the path.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -23,6 +25,8 @@ from typing import Iterator
 
 from coremltools import proto
 from google.protobuf.message import DecodeError
+
+from .errors import PackageError
 
 MANIFEST = "Manifest.json"
 MAX_MANIFEST_BYTES = 1 << 20
@@ -60,8 +64,22 @@ _BITS = {
 }
 
 
-class PackageError(Exception):
-    """A model that cannot be read or written safely; the message is one line naming the path."""
+def require_existing(path: Path) -> None:
+    """Raise :class:`PackageError` unless ``path`` exists: a missing path, a symbolic link loop
+    and what else the OS refuses (permission) are each said as such."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        raise PackageError(f"{path}: {path_problem(error)}") from None
+
+
+def path_problem(error: OSError) -> str:
+    """The words for an ``OSError`` met looking a path up (``symbolic link loop``)."""
+    if error.errno == errno.ELOOP:
+        return "a symbolic link loop"
+    if error.errno == errno.ENOENT:
+        return "no such file or directory"
+    return os.strerror(error.errno) if error.errno else str(error)
 
 
 @dataclass(frozen=True)
@@ -81,8 +99,7 @@ class ModelFiles:
 def locate(path: str | Path) -> ModelFiles:
     """The model file and weights folder of ``path`` (a ``.mlpackage`` folder or a ``.mlmodel``)."""
     path = Path(path)
-    if not path.exists():
-        raise PackageError(f"{path}: no such file or directory")
+    require_existing(path)
     if path.is_dir():
         root = path.resolve()
         manifest = root / MANIFEST

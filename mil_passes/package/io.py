@@ -16,6 +16,8 @@ the same weight bytes. The package is written next to ``path`` and renamed at th
 
 from __future__ import annotations
 
+import errno
+import os
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -37,13 +39,24 @@ from .declared_types import (
 )
 from ..lint import DimNames, Finding, by_severity, lint
 from ..lint.dims import ranges_of_description
-from .atomic import replacing
-from .files import MANIFEST, ModelFiles, PackageError, check_weights, locate, read_spec
+from .atomic import remove_stale_staging, replacing
+from .files import MANIFEST, ModelFiles, PackageError, check_weights, locate, path_problem, read_spec
+from .layout import write_package
 from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
 from .runtime_quantization import UnloweredQuantization, lower_runtime_quantization
-from ..ir import iter_blocks
+from ..ir import iter_blocks, iter_ops
 
-__all__ = ["Package", "PackageError", "read", "load", "save", "save_program", "check_output_path", "copy_program"]
+__all__ = [
+    "Package",
+    "PackageError",
+    "read",
+    "load",
+    "save",
+    "save_program",
+    "check_output_path",
+    "copy_program",
+    "write_new",
+]
 
 ARRAY_DTYPES = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int32": "INT32", "fp64": "DOUBLE", "int8": "INT8"}
 
@@ -129,8 +142,9 @@ def copy_program(prog: Program) -> Program:
     return copied
 
 
-def _defined_names(spec) -> set[str]:
-    names: set[str] = set()
+def _defined_names(spec) -> Counter:
+    """How many ops of the protobuf define each var name (all functions, nested blocks too)."""
+    names: Counter = Counter()
 
     def visit(block) -> None:
         for op in block.operations:
@@ -144,18 +158,26 @@ def _defined_names(spec) -> set[str]:
     return names
 
 
-def _drop_loader_placeholders(program: Program, defined: set[str]) -> None:
+def _drop_loader_placeholders(program: Program, defined: Counter) -> None:
     """Remove the unused ``const`` ops coremltools' loader adds as stand-in parents of nested
-    blocks (they are not in the protobuf; left in, every round trip would add them)."""
+    blocks (they are not in the protobuf; left in, every round trip would add them).
+
+    They are told apart by count, not by name: a placeholder gets the builder's next free name
+    (``const_0``, ``const_1``, ... from a counter shared by the whole process), which may be a
+    name the file itself uses. Every unused const beyond the number of ops the protobuf has
+    with its name is a placeholder (two unused consts of one name are both dead code, so which
+    one goes does not change the program)."""
+    excess = Counter(var.name for op in iter_ops(program) for var in op.outputs)
+    excess.subtract(defined)
     for block in iter_blocks(program):
-        placeholders = [
-            op
-            for op in block.operations
-            if op.op_type == "const"
-            and op.outputs[0].name not in defined
-            and not op.outputs[0].child_ops
-            and op.outputs[0] not in block.outputs
-        ]
+        placeholders = []
+        for op in block.operations:
+            name = op.outputs[0].name if op.op_type == "const" else None
+            if name is None or excess[name] <= 0:
+                continue
+            if not op.outputs[0].child_ops and op.outputs[0] not in block.outputs:
+                placeholders.append(op)
+                excess[name] -= 1
         if placeholders:
             block.remove_ops(placeholders)
 
@@ -186,16 +208,43 @@ def save(
     path = check_output_path(path, overwrite=overwrite)
     source = _like_spec(like)
     repair_types(prog)
-    return _export_and_write(prog, source, path)
+    with replacing(path) as staged:
+        _export_and_write(prog, source, staged)
+    return path
+
+
+def write_new(prog: Program, path: str | Path, *, like: Package | str | Path | None = None) -> None:
+    """:func:`save` without its checks and its staging: write ``prog`` as a new ``.mlpackage``
+    folder at ``path``, which must not exist. For a caller that stages the write itself
+    (:func:`~mil_passes.package.atomic.replacing`)."""
+    source = _like_spec(like)
+    repair_types(prog)
+    _export_and_write(prog, source, Path(path))
 
 
 def check_output_path(path: str | Path, *, overwrite: bool = False) -> Path:
-    """``path`` as a place a package can be written; raises :class:`PackageError` if it is not."""
+    """``path`` as a place a package can be written; raises :class:`PackageError` if it is not.
+
+    First removes the staging folders a killed run left beside ``path``
+    (:func:`~mil_passes.package.atomic.remove_stale_staging`), which may put back a package that
+    run had moved aside, so "already exists" is said of what is really there."""
     path = Path(path)
     if path.suffix != ".mlpackage":
         raise PackageError(f"{path}: an ML Program is written as a folder named *.mlpackage")
+    try:
+        os.stat(path.parent)
+    except OSError as error:
+        problem = "does not exist" if error.errno == errno.ENOENT else f"cannot be used: {path_problem(error)}"
+        raise PackageError(f"{path}: the folder '{path.parent}' {problem}") from None
     if not path.parent.is_dir():
-        raise PackageError(f"{path}: the folder '{path.parent}' does not exist")
+        raise PackageError(f"{path}: '{path.parent}' is not a folder")
+    remove_stale_staging(path.parent)  # first: it may put back a package a killed run moved aside
+    if path.is_symlink():
+        try:
+            os.stat(path)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise PackageError(f"{path}: {path_problem(error)}; not writing there") from None
     if path.exists() or path.is_symlink():
         if not overwrite:
             raise PackageError(f"{path}: already exists (--force replaces it)")
@@ -214,7 +263,8 @@ def _like_spec(like) -> "proto.Model_pb2.Model | None":
     return read_spec(locate(like))
 
 
-def _export_and_write(prog: Program, source, path: Path) -> Path:
+def _export_and_write(prog: Program, source, path: Path) -> None:
+    """Write ``prog`` as a new package folder at ``path`` (not staged)."""
     if source is None:
         version = max(int(func.opset_version) for func in prog.functions.values())
         description = None
@@ -224,12 +274,14 @@ def _export_and_write(prog: Program, source, path: Path) -> Path:
         description.CopyFrom(source.description)
         _check_interface(prog, description)
         _reconcile_output_types(prog, description)
-    with tempfile.TemporaryDirectory(prefix="mil-passes-weights-") as weights:
+
+    def export(weights: str):
         model = export_program(prog, weights, specification_version=version, model_description=description)
         if source is not None and "buildInfo" in source.mlProgram.attributes:
             model.mlProgram.attributes["buildInfo"].CopyFrom(source.mlProgram.attributes["buildInfo"])
-        _write_atomically(model, weights, path)
-    return path
+        return model
+
+    write_package(path, export)
 
 
 def _main_function_name(description) -> str:
@@ -272,12 +324,6 @@ def _reconcile_output_types(prog: Program, description) -> None:
             del array.shape[:]
             if all(d is not None for d in computed[2]):
                 array.shape.extend(computed[2])
-
-
-def _write_atomically(model, weights: str, path: Path) -> None:
-    """Write next to ``path`` and rename at the end: no partial package on failure."""
-    with replacing(path) as written:
-        ct.models.MLModel(model, weights_dir=weights, skip_model_load=True).save(str(written))
 
 
 def save_program(prog: Program, path: str | Path, *, target=ct.target.iOS17) -> Path:

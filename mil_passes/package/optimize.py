@@ -1,7 +1,8 @@
 """``optimize`` on a saved model: read it, run the passes, write the result, read it back.
 
 Nothing is written unless every step succeeds: the package is written next to the output path,
-read back (so the findings after are those of the file on disk), then renamed into place.
+read back (the "after" of the report, op counts and findings, is that of the file on disk, read
+as ``lint`` reads it), then renamed into place.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Callable, Iterable
 
 from ..lint import by_severity
 from .atomic import replacing
-from .io import PackageError, check_output_path, read, save
+from .files import require_existing
+from .io import Package, PackageError, check_output_path, read, write_new
+from ..ir import op_counts
 from ..optimize import OptimizeReport, resolve_pass_names, run_passes
 
 
@@ -33,9 +36,8 @@ class PackageRun:
 def check_paths(source: Path, output: Path, *, force: bool) -> None:
     """Refuse a missing input, writing over the input (without ``force``), and writing one
     inside the other; then the checks of :func:`~mil_passes.package.io.check_output_path`."""
-    if not source.exists():
-        raise PackageError(f"{source}: no such file or directory")
-    same = source.exists() and output.exists() and os.path.samefile(source, output)
+    require_existing(source)
+    same = output.exists() and os.path.samefile(source, output)
     if same and not force:
         raise PackageError(f"{output}: is the input; refusing to overwrite it (--force replaces it)")
     check_output_path(output, overwrite=force)
@@ -77,10 +79,21 @@ def optimize_package(
     report = run_passes(package.program, names, on_pass=step)
     with replacing(output) as staged:
         step("write")
-        save(package.program, staged, like=package)
+        write_new(package.program, staged, like=package)
         step("check")
-        findings_after = read(staged).lint()
+        written = _read_back(staged, output)
+        findings_after = written.lint()
     report.findings_before = by_severity(package.findings + report.findings_before)
     report.ops_before = as_read(report.ops_before, package.op_changes)
+    report.ops_after = as_read(op_counts(written.program), written.op_changes)
     report.findings_after = findings_after
     return PackageRun(source, output, report, time.perf_counter() - start)
+
+
+def _read_back(staged: Path, output: Path) -> Package:
+    """The package just written, read as ``lint`` would read ``output``: the report's "after"
+    is what the file holds, never what the program in memory holds."""
+    try:
+        return read(staged)
+    except PackageError as error:  # a bug of the writer; said with the user's path
+        raise PackageError(str(error).replace(str(staged), str(output))) from None
