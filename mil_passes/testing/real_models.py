@@ -312,8 +312,28 @@ def trace(module, inputs: Inputs):
     return torch.jit.trace(module, tuple(torch.from_numpy(x) for x in inputs.values()), check_trace=False)
 
 
+class FrontendLimitation(RuntimeError):
+    """The installed coremltools' torch frontend cannot convert the model (the message says why, in one line)."""
+
+
+def _frontend_limitation(error: ValueError) -> FrontendLimitation | None:
+    """coremltools 8.x's torch ``slice`` calls ``np.issubdtype`` on a Var when the end is a run-time
+    value; NumPy 2.3 refuses an object whose ``dtype`` attribute is not a numpy dtype (1.x and 2.0-2.2
+    answered False). coremltools 9.0 asks about ``end.dtype`` instead."""
+    import coremltools as ct
+
+    if "dtype attribute is not a valid dtype instance" not in str(error) or ct.__version__.startswith("9."):
+        return None
+    return FrontendLimitation(
+        f"coremltools {ct.__version__}'s torch frontend cannot convert a slice with a run-time end under "
+        f"NumPy {np.__version__} (np.issubdtype of a Var): use numpy<2.3 with coremltools 8"
+    )
+
+
 def convert(model: RealModel, traced, inputs: Inputs, *, fp16: bool = False, pass_pipeline=None):
-    """The ML Program of ``traced`` (iOS17), FLOAT32 or FLOAT16, inputs named as in ``inputs``."""
+    """The ML Program of ``traced`` (iOS17), FLOAT32 or FLOAT16, inputs named as in ``inputs``.
+
+    Raises :class:`FrontendLimitation` where the installed coremltools cannot convert it."""
     import coremltools as ct
 
     specs = []
@@ -322,15 +342,21 @@ def convert(model: RealModel, traced, inputs: Inputs, *, fp16: bool = False, pas
         for axis, (lower, upper) in model.flexible.get(name, {}).items():
             shape[axis] = ct.RangeDim(lower_bound=lower, upper_bound=upper, default=example.shape[axis])
         specs.append(ct.TensorType(name=name, shape=shape, dtype=example.dtype.type))
-    return ct.convert(
-        traced,
-        inputs=specs,
-        convert_to="mlprogram",
-        compute_precision=ct.precision.FLOAT16 if fp16 else ct.precision.FLOAT32,
-        minimum_deployment_target=ct.target.iOS17,
-        pass_pipeline=pass_pipeline,
-        skip_model_load=True,
-    )
+    try:
+        return ct.convert(
+            traced,
+            inputs=specs,
+            convert_to="mlprogram",
+            compute_precision=ct.precision.FLOAT16 if fp16 else ct.precision.FLOAT32,
+            minimum_deployment_target=ct.target.iOS17,
+            pass_pipeline=pass_pipeline,
+            skip_model_load=True,
+        )
+    except ValueError as error:
+        limitation = _frontend_limitation(error)
+        if limitation is None:
+            raise
+        raise limitation from None
 
 
 def torch_outputs(module, inputs: Inputs) -> list[np.ndarray]:
