@@ -6,10 +6,13 @@ coremltools, Python and numpy the package declares, one virtualenv per cell, one
     python benchmarks/matrix.py --list                   # the cells and the Python each would use
 
 Each cell's virtualenv lives under ``--venvs`` (default ``.matrix/``), is made with that Python's
-``venv`` and gets ``pip install -e '.[test]'`` with the cell's coremltools and numpy pinned. torch is
-installed only where ``torch==2.13.0`` has a CPU wheel at hand (``--torch-pythons``, default 3.11):
-elsewhere pip would pull a multi-GB CUDA build, so tests that need torch skip with their reason.
-Writes ``benchmarks/results/matrix.md`` (``--report``) and exits 1 when a cell's demo or tests fail.
+``venv`` and gets ``pip install -e '.[test]'`` with the cell's coremltools and numpy pinned. torch (with
+the ``models`` and ``optests`` extras, as ``make test`` has them) is installed only where ``torch==2.13.0``
+has a CPU wheel at hand (``--torch-pythons``, default 3.11): elsewhere pip would pull a multi-GB CUDA
+build, so tests that need torch skip with their reason.
+Writes ``benchmarks/results/matrix.md`` (``--report``; a run of some cells replaces only their rows),
+the tables of README.md and docs/supported-versions.md (``--no-pages`` to leave them), and exits 1 when
+a cell's demo or tests fail.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ class Cell:
 
     @property
     def name(self) -> str:
-        suffix = "" if self.numpy == DEFAULT_NUMPY else f"-numpy{self.numpy.lstrip('=<>')}"
+        suffix = "" if self.numpy == DEFAULT_NUMPY else "-numpy" + self.numpy.replace("==", "").replace("<", "-lt")
         return f"ct{'.'.join(self.coremltools.split('.')[:2])}-py{self.python}{suffix}"
 
 
@@ -51,6 +54,9 @@ CELLS = (
     [Cell("9.0", python, DEFAULT_NUMPY) for python in ("3.10", "3.11", "3.12", "3.13")]
     + [Cell("8.3.0", python, DEFAULT_NUMPY) for python in ("3.10", "3.11", "3.12")]
     + [Cell("8.3.0", "3.10", LOWEST_NUMPY), Cell("9.0", "3.11", LOWEST_NUMPY)]
+    # coremltools 8's torch frontend needs NumPy < 2.3 for a slice with a run-time end (GPT-2 with a
+    # flexible sequence): mil_passes.testing.real_models.FrontendLimitation says so, and the tests skip.
+    + [Cell("8.3.0", "3.11", "<2.3")]
 )
 
 # The `core` subset: the CLI, the package reader and writer, lint and optimize, every pass, verify, the
@@ -76,10 +82,10 @@ SUITES = {
         "tests/test_reference_interpreter.py",
         "tests/test_predict.py",
         "tests/test_head_split.py",
+        "tests/test_supported_versions.py",
     ],
     "full": ["tests"],
 }
-TORCH = "torch==2.13.0"
 
 
 def find_python(version: str) -> str | None:
@@ -110,9 +116,9 @@ def set_up(cell: Cell, venv: Path, torch: bool, log) -> str | None:
     bin_python = str(venv / "bin" / "python")
     if not (venv / "bin" / "python").exists() and run([python, "-m", "venv", str(venv)], log):
         return "venv failed"
-    wanted = [f"coremltools=={cell.coremltools}", f"numpy{cell.numpy}", "-e", f"{ROOT}[test]"]
-    if torch:
-        wanted.append(TORCH)
+    # Where torch has a CPU wheel at hand, the extras `make test` installs: torch and the real models.
+    extras = "test,models,optests" if torch else "test"
+    wanted = [f"coremltools=={cell.coremltools}", f"numpy{cell.numpy}", "-e", f"{ROOT}[{extras}]"]
     if run(nice([bin_python, "-m", "pip", "install", "-q", *wanted]), log):
         return "pip install failed (see the log)"
     return None
@@ -169,6 +175,9 @@ def run_cell(cell: Cell, args, log) -> dict[str, str]:
 
 
 COLUMNS = ("cell", "suite", "python", "coremltools", "numpy", "torch", "demo", "tests", "minutes")
+# The README's shorter table, between these markers (docs/supported-versions.md gets every column).
+README_COLUMNS = ("coremltools", "python", "numpy", "torch", "demo", "suite", "tests")
+BEGIN, END = "<!-- matrix:begin -->", "<!-- matrix:end -->"
 
 
 def earlier_rows(report: Path) -> list[dict[str, str]]:
@@ -183,10 +192,18 @@ def earlier_rows(report: Path) -> list[dict[str, str]]:
     return rows
 
 
-def table(rows: list[dict[str, str]]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(row.get(column, "-") for column in COLUMNS) + " |" for row in rows]
+def table(rows: list[dict[str, str]], columns: tuple[str, ...] = COLUMNS) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(row.get(column, "-") for column in columns) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def write_between_markers(page: Path, text: str) -> None:
+    """Replace what lies between the matrix markers of ``page`` (a page without them is left alone)."""
+    content = page.read_text()
+    if BEGIN in content and END in content:
+        head, rest = content.split(BEGIN, 1)
+        page.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--venvs", type=Path, default=ROOT / ".matrix", help="where the cells' virtualenvs live")
     parser.add_argument("--torch-pythons", default="3.11", help="Pythons that get torch (a CPU wheel at hand)")
     parser.add_argument("--report", type=Path, default=ROOT / "benchmarks" / "results" / "matrix.md")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the tables from the report, run nothing")
+    parser.add_argument("--no-pages", dest="pages", action="store_false", help="leave README.md and docs/ alone")
     parser.add_argument("--list", action="store_true", help="print the cells and their interpreters, run nothing")
     args = parser.parse_args(argv)
     args.torch_pythons = args.torch_pythons.split(",")
@@ -209,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.venvs.mkdir(parents=True, exist_ok=True)
     rows = []
-    for cell in cells:
+    for cell in [] if args.report_only else cells:
         with open(args.venvs / f"{cell.name}.log", "w") as log:
             print(f"{cell.name}: setting up and running (log: {log.name})", file=sys.stderr, flush=True)
             rows.append(run_cell(cell, args, log))
@@ -226,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{stamp}. Suites: `core` (see SUITES in benchmarks/matrix.py), `full` (all of tests/).\n\n"
         f"{table(merged)}\n"
     )
+    if args.pages:
+        write_between_markers(ROOT / "README.md", table(merged, README_COLUMNS))
+        write_between_markers(ROOT / "docs" / "supported-versions.md", table(merged))
     print(table(rows))
     return 0 if all(row["ok"] == "yes" for row in rows) else 1
 
