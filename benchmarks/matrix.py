@@ -206,6 +206,24 @@ def write_between_markers(page: Path, text: str) -> None:
         page.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}")
 
 
+def write_report(args, rows: list[dict[str, str]]) -> None:
+    """The report with ``rows`` in place of earlier rows of the same cell and suite, and the pages' tables."""
+    ran = {(row["cell"], row["suite"]) for row in rows}
+    kept = [row for row in earlier_rows(args.report) if (row["cell"], row["suite"]) not in ran]
+    position = {cell.name: index for index, cell in enumerate(CELLS)}
+    merged = sorted(kept + rows, key=lambda r: (position.get(r["cell"], len(CELLS)), r["suite"]))
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text(
+        "# Supported-versions matrix\n\nWritten by `python benchmarks/matrix.py` (`make matrix`); last written "
+        f"{stamp}. Suites: `core` (see SUITES in benchmarks/matrix.py), `full` (all of tests/).\n\n"
+        f"{table(merged)}\n"
+    )
+    if args.pages:
+        write_between_markers(ROOT / "README.md", table(merged, README_COLUMNS))
+        write_between_markers(ROOT / "docs" / "supported-versions.md", table(merged))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", default="core", help="core (default), full, or comma-separated test paths")
@@ -218,36 +236,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the cells and their interpreters, run nothing")
     args = parser.parse_args(argv)
     args.torch_pythons = args.torch_pythons.split(",")
-    cells = [c for c in CELLS if not args.cell or c.name in args.cell]
-    unknown = set(args.cell or ()) - {c.name for c in CELLS}
+    by_name = {c.name: c for c in CELLS}
+    unknown = [name for name in args.cell or () if name not in by_name]
     if unknown:
-        parser.error(f"unknown cell {sorted(unknown)[0]!r}; cells: {', '.join(c.name for c in CELLS)}")
+        parser.error(f"unknown cell {unknown[0]!r}; cells: {', '.join(by_name)}")
+    cells = [by_name[name] for name in args.cell] if args.cell else CELLS  # in the order asked
     if args.list:
         for cell in cells:
             print(f"{cell.name:28} {find_python(cell.python) or 'missing'}")
         return 0
     args.venvs.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict[str, str]] = []
     for cell in [] if args.report_only else cells:
         with open(args.venvs / f"{cell.name}.log", "w") as log:
             print(f"{cell.name}: setting up and running (log: {log.name})", file=sys.stderr, flush=True)
             rows.append(run_cell(cell, args, log))
         print(f"{cell.name}: demo {rows[-1]['demo']}, tests {rows[-1]['tests']}", file=sys.stderr, flush=True)
-    ran = {(row["cell"], row["suite"]) for row in rows}
-    kept = [row for row in earlier_rows(args.report) if (row["cell"], row["suite"]) not in ran]
-    order = [c.name for c in CELLS]
-    position = {name: index for index, name in enumerate(order)}
-    merged = sorted(kept + rows, key=lambda r: (position.get(r["cell"], len(order)), r["suite"]))
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(
-        "# Supported-versions matrix\n\nWritten by `python benchmarks/matrix.py` (`make matrix`); last run "
-        f"{stamp}. Suites: `core` (see SUITES in benchmarks/matrix.py), `full` (all of tests/).\n\n"
-        f"{table(merged)}\n"
-    )
-    if args.pages:
-        write_between_markers(ROOT / "README.md", table(merged, README_COLUMNS))
-        write_between_markers(ROOT / "docs" / "supported-versions.md", table(merged))
+        write_report(args, rows)  # after each cell: an interrupted run keeps the cells it finished
+    write_report(args, rows)
     print(table(rows))
     return 0 if all(row["ok"] == "yes" for row in rows) else 1
 
