@@ -326,7 +326,7 @@ def _frontend_limitation(error: ValueError) -> FrontendLimitation | None:
         return None
     return FrontendLimitation(
         f"coremltools {ct.__version__}'s torch frontend cannot convert a slice with a run-time end under "
-        f"NumPy {np.__version__} (np.issubdtype of a Var): use numpy<2.3 with coremltools 8"
+        f"NumPy {np.__version__} (np.issubdtype of a Var); coremltools 9 can"
     )
 
 
