@@ -64,3 +64,22 @@ def test_coremltools_8_frontend_limit_is_one_line_and_9_passes_it_through():
         assert "\n" not in message and f"coremltools {ct.__version__}" in message and "coremltools 9 can" in message
         assert np.__version__ in message
     assert _frontend_limitation(ValueError("some other error")) is None
+
+
+def test_coremltools_8_expand_to_zero_reps_is_named_in_one_line():
+    from coremltools.converters.mil import Builder as mb
+    from coremltools.converters.mil.mil import get_new_symbol
+
+    from mil_passes.testing.real_models import _wrong_expand
+
+    def build(reps_of):
+        @mb.program(input_specs=[mb.TensorSpec((1, get_new_symbol()))], opset_version=ct.target.iOS17)
+        def prog(x):
+            return mb.tile(x=x, reps=reps_of(x), name="mask")
+
+        return prog
+
+    wrong = _wrong_expand(build(lambda x: mb.real_div(x=np.array([1, -1], np.int32), y=mb.shape(x=x))))
+    assert isinstance(wrong, FrontendLimitation)
+    assert "\n" not in str(wrong) and "tile 'mask'" in str(wrong) and "[1, -1]" in str(wrong)
+    assert _wrong_expand(build(lambda x: mb.real_div(x=mb.shape(x=x), y=mb.shape(x=x)))) is None

@@ -330,6 +330,23 @@ def _frontend_limitation(error: ValueError) -> FrontendLimitation | None:
     )
 
 
+def _wrong_expand(prog) -> FrontendLimitation | None:
+    """coremltools 8.3's torch frontend converts ``expand(1, 1, -1, -1)`` of a tensor with run-time dims
+    to ``tile(x, reps=real_div([1, 1, -1, -1], shape(x)))``: the -1s become reps of 0 and the tensor
+    empty (GPT-2's causal mask with a flexible sequence). coremltools 9.0 replaces the -1s first."""
+    import coremltools as ct
+
+    for function in prog.functions.values():
+        for op in function.operations:
+            reps = op.reps.op if op.op_type == "tile" else None
+            if reps is not None and reps.op_type == "real_div" and reps.x.val is not None and -1 in reps.x.val:
+                return FrontendLimitation(
+                    f"coremltools {ct.__version__}'s torch frontend converts expand(-1) of a run-time dim to "
+                    f"tile '{op.name}' with reps real_div({reps.x.val.tolist()}, shape), which are 0; coremltools 9 can"
+                )
+    return None
+
+
 def convert(model: RealModel, traced, inputs: Inputs, *, fp16: bool = False, pass_pipeline=None):
     """The ML Program of ``traced`` (iOS17), FLOAT32 or FLOAT16, inputs named as in ``inputs``.
 
@@ -343,7 +360,7 @@ def convert(model: RealModel, traced, inputs: Inputs, *, fp16: bool = False, pas
             shape[axis] = ct.RangeDim(lower_bound=lower, upper_bound=upper, default=example.shape[axis])
         specs.append(ct.TensorType(name=name, shape=shape, dtype=example.dtype.type))
     try:
-        return ct.convert(
+        mlmodel = ct.convert(
             traced,
             inputs=specs,
             convert_to="mlprogram",
@@ -357,6 +374,10 @@ def convert(model: RealModel, traced, inputs: Inputs, *, fp16: bool = False, pas
         if limitation is None:
             raise
         raise limitation from None
+    limitation = _wrong_expand(mlmodel._mil_program)
+    if limitation is not None:
+        raise limitation
+    return mlmodel
 
 
 def torch_outputs(module, inputs: Inputs) -> list[np.ndarray]:
