@@ -24,3 +24,10 @@ def test_readme_and_docs_have_examples():
 )
 def test_readme_example_runs(page, number, block):
     exec(compile(block, f"{page.relative_to(ROOT)} example {number}", "exec"), {})
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(page.relative_to(ROOT)) for page in PAGES])
+def test_relative_links_lead_to_files(page):
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
+    missing = [t for t in targets if not t.startswith(("http://", "https://")) and not (page.parent / t).exists()]
+    assert missing == []
