@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Targets `make fuzz` runs at once (one worker process each): every core by default
 FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 
-.PHONY: demo test check fuzz fuzz-coremltools bench peer-suite op-tests clean
+.PHONY: demo test check fuzz fuzz-coremltools bench peer-suite op-tests matrix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,10 +55,17 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/cli_startup.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) .matrix build *.egg-info
 
 peer-suite: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/peer_suite.py
 
 op-tests: $(VENV)/.installed-optests
 	$(BIN)/python benchmarks/op_tests.py
+
+# The supported versions (docs/supported-versions.md): one virtualenv per cell under .matrix/, one cell at
+# a time. MATRIX_SUITE=core (default) or full; MATRIX_CELLS="ct8.3-py3.11 ..." for some cells only.
+MATRIX_SUITE ?= core
+MATRIX_CELLS ?=
+matrix:
+	$(PYTHON) benchmarks/matrix.py --suite $(MATRIX_SUITE) $(foreach cell,$(MATRIX_CELLS),--cell $(cell))

@@ -1,6 +1,6 @@
-"""The README's "Real models" table, regenerated from a run (needs the models extra).
+"""The "Real models" table of docs/real-models.md, regenerated from a run (needs the models extra).
 
-    .venv/bin/python benchmarks/real_models_table.py            # writes results/real_models.md, updates README.md
+    .venv/bin/python benchmarks/real_models_table.py   # writes results/real_models.md, updates docs/real-models.md
 
 Every model of ``mil_passes/testing/real_models.py`` is converted under DEFAULT and
 ``mil_passes.pipeline()``, FLOAT32 and FLOAT16 (iOS17), predicted by the reference interpreter on
@@ -99,11 +99,11 @@ def main() -> int:
     results = ROOT / "benchmarks" / "results"
     results.mkdir(parents=True, exist_ok=True)
     (results / "real_models.md").write_text(f"# Real models\n\n{text}\n")
-    readme = ROOT / "README.md"
-    content = readme.read_text()
+    page = ROOT / "docs" / "real-models.md"
+    content = page.read_text()
     if BEGIN in content and END in content:
         head, rest = content.split(BEGIN, 1)
-        readme.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}")
+        page.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END, 1)[1]}")
     print(text)
     return 0
 

@@ -124,7 +124,7 @@ def severity_of(rule: str) -> str:
 
 
 def rule_table() -> str:
-    """The rules as the README's Markdown table (a test keeps the two the same)."""
+    """The rules as docs/rules.md's Markdown table (a test keeps the two the same)."""
     rows = ["| rule | severity | finds | fixed by | evidence |", "|---|---|---|---|---|"]
     for rule in RULES.values():
         fix = f"`{rule.fix}`" if rule.fix.startswith("webnn::") else rule.fix or "—"

@@ -312,8 +312,45 @@ def trace(module, inputs: Inputs):
     return torch.jit.trace(module, tuple(torch.from_numpy(x) for x in inputs.values()), check_trace=False)
 
 
+class FrontendLimitation(RuntimeError):
+    """The installed coremltools' torch frontend cannot convert the model (the message says why, in one line)."""
+
+
+def _frontend_limitation(error: ValueError) -> FrontendLimitation | None:
+    """coremltools 8.x's torch ``slice`` calls ``np.issubdtype`` on a Var when the end is a run-time
+    value; NumPy 2.3 refuses an object whose ``dtype`` attribute is not a numpy dtype (1.x and 2.0-2.2
+    answered False). coremltools 9.0 asks about ``end.dtype`` instead."""
+    import coremltools as ct
+
+    if "dtype attribute is not a valid dtype instance" not in str(error) or ct.__version__.startswith("9."):
+        return None
+    return FrontendLimitation(
+        f"coremltools {ct.__version__}'s torch frontend cannot convert a slice with a run-time end under "
+        f"NumPy {np.__version__} (np.issubdtype of a Var); coremltools 9 can"
+    )
+
+
+def _wrong_expand(prog) -> FrontendLimitation | None:
+    """coremltools 8.3's torch frontend converts ``expand(1, 1, -1, -1)`` of a tensor with run-time dims
+    to ``tile(x, reps=real_div([1, 1, -1, -1], shape(x)))``: the -1s become reps of 0 and the tensor
+    empty (GPT-2's causal mask with a flexible sequence). coremltools 9.0 replaces the -1s first."""
+    import coremltools as ct
+
+    for function in prog.functions.values():
+        for op in function.operations:
+            reps = op.reps.op if op.op_type == "tile" else None
+            if reps is not None and reps.op_type == "real_div" and reps.x.val is not None and -1 in reps.x.val:
+                return FrontendLimitation(
+                    f"coremltools {ct.__version__}'s torch frontend converts expand(-1) of a run-time dim to "
+                    f"tile '{op.name}' with reps real_div({reps.x.val.tolist()}, shape), which are 0; coremltools 9 can"
+                )
+    return None
+
+
 def convert(model: RealModel, traced, inputs: Inputs, *, fp16: bool = False, pass_pipeline=None):
-    """The ML Program of ``traced`` (iOS17), FLOAT32 or FLOAT16, inputs named as in ``inputs``."""
+    """The ML Program of ``traced`` (iOS17), FLOAT32 or FLOAT16, inputs named as in ``inputs``.
+
+    Raises :class:`FrontendLimitation` where the installed coremltools cannot convert it."""
     import coremltools as ct
 
     specs = []
@@ -322,15 +359,25 @@ def convert(model: RealModel, traced, inputs: Inputs, *, fp16: bool = False, pas
         for axis, (lower, upper) in model.flexible.get(name, {}).items():
             shape[axis] = ct.RangeDim(lower_bound=lower, upper_bound=upper, default=example.shape[axis])
         specs.append(ct.TensorType(name=name, shape=shape, dtype=example.dtype.type))
-    return ct.convert(
-        traced,
-        inputs=specs,
-        convert_to="mlprogram",
-        compute_precision=ct.precision.FLOAT16 if fp16 else ct.precision.FLOAT32,
-        minimum_deployment_target=ct.target.iOS17,
-        pass_pipeline=pass_pipeline,
-        skip_model_load=True,
-    )
+    try:
+        mlmodel = ct.convert(
+            traced,
+            inputs=specs,
+            convert_to="mlprogram",
+            compute_precision=ct.precision.FLOAT16 if fp16 else ct.precision.FLOAT32,
+            minimum_deployment_target=ct.target.iOS17,
+            pass_pipeline=pass_pipeline,
+            skip_model_load=True,
+        )
+    except ValueError as error:
+        limitation = _frontend_limitation(error)
+        if limitation is None:
+            raise
+        raise limitation from None
+    limitation = _wrong_expand(mlmodel._mil_program)
+    if limitation is not None:
+        raise limitation
+    return mlmodel
 
 
 def torch_outputs(module, inputs: Inputs) -> list[np.ndarray]:
