@@ -6,6 +6,7 @@ from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from . import passes  # noqa: F401  (registers every pass)
+from .passes.guard_add_int16_cast import narrowing_selector
 
 # (pass, insert it right before the first of this pass in the base pipeline) — if the base lacks
 # the anchor, the pass goes after the package's previous pass (or first, for the first one).
@@ -37,13 +38,41 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
 )
 
 
+# Guards: (guard, the coremltools pass it makes safe) — the guard runs right before every run of
+# that pass in the base (after the package's passes placed there), and once more at the end when
+# coremltools' backend runs the pass again after the pipeline. A base without the pass gets no
+# guard. Each answers a miscompile of DEFAULT (docs/coremltools-passes.md, "How
+# mil_passes.pipeline() answers it"); DEFAULT itself is left as coremltools ships it.
+GUARDS: tuple[tuple[str, str], ...] = (
+    # common::const_elimination folds a fully known slice of a partially known concat
+    # (torch.cat([buffer, x])[:2]) into an int32 const, or raises ValueError / OverflowError; a
+    # bool becomes int32. The guard folds those values first, with their declared dtype.
+    ("webnn::guard_const_elimination", "common::const_elimination"),
+    # common::cast_optimization fuses cast(cast(x_fp32, int32 | uint8), bool) into cast(x, bool):
+    # 0.5 becomes True (x.to(torch.int32).to(torch.bool); WebNN's uint8 conditions). Our
+    # canonicalize_uint8_select would make those casts comparisons, but it runs after the first
+    # cast_optimization (it needs const_elimination first), so the guard runs before each one.
+    ("webnn::guard_cast_optimization", "common::cast_optimization"),
+    # common::remove_symbolic_reshape raises when the shape it folds is also a block output.
+    # The guard does the pass's rewrite for exactly those reshapes, keeping the shape.
+    ("webnn::guard_remove_symbolic_reshape", "common::remove_symbolic_reshape"),
+)
+# Passes coremltools' ML Program backend runs again after the pipeline (backend_mlprogram).
+BACKEND_RUNS: frozenset[str] = frozenset({"common::const_elimination", "common::cast_optimization"})
+# common::add_int16_cast narrows run-time int32 data (a gathered 2147483647 becomes -1, a KV-cache
+# position pos + T above 32767 wraps). ct.convert removes it by name at fp32 compute precision,
+# so the pipeline keeps coremltools' pass and gives it an op_selector that refuses those ops.
+INT16_NARROWING = "common::add_int16_cast"
+
 # Every run, in order (a pass may run twice); PASS_NAMES lists each pass once.
 PIPELINE_ORDER: tuple[str, ...] = tuple(name for name, _ in PLACEMENT if name in PASS_REGISTRY)
 PASS_NAMES: tuple[str, ...] = tuple(dict.fromkeys(PIPELINE_ORDER))
+GUARD_NAMES: tuple[str, ...] = tuple(guard for guard, _ in GUARDS if guard in PASS_REGISTRY)
 
 
 def pipeline(base: PassPipeline | None = None) -> PassPipeline:
-    """``base`` (default ``PassPipeline.DEFAULT``) with the package's passes inserted.
+    """``base`` (default ``PassPipeline.DEFAULT``) with the package's passes inserted, and the
+    guards (``GUARDS``, ``INT16_NARROWING``) that keep coremltools' passes of the base exact.
 
     The base is not modified. Use as ``ct.convert(model, pass_pipeline=mil_passes.pipeline())``.
     """
@@ -60,6 +89,53 @@ def pipeline(base: PassPipeline | None = None) -> PassPipeline:
             index = previous + 1
         names.insert(index, name)
         previous = index
-    result = PassPipeline(pass_names=names, pipeline_name=f"{base}+mil_passes")
+    names = _guarded(names)
+    result = GuardedPassPipeline(pass_names=names, pipeline_name=f"{base}+mil_passes")
     result._pass_options = dict(getattr(base, "_pass_options", {}))
+    if INT16_NARROWING in names:
+        _select_exact_int16_narrowing(result)
     return result
+
+
+class GuardedPassPipeline(PassPipeline):
+    """A PassPipeline whose ``remove_passes`` also drops the options of the passes it removes.
+
+    ``ct.convert`` at fp32 compute precision removes ``common::add_int16_cast``; coremltools'
+    ``remove_passes`` keeps its options, and ``validate()`` then refuses options of a pass the
+    pipeline lacks. Only the pipelines ``pipeline()`` returns behave so; coremltools' own do not.
+    """
+
+    def remove_passes(self, passes_names) -> None:
+        super().remove_passes(passes_names)
+        kept = set(self.passes)
+        options = self.get_all_options()
+        for name in [name for name in options if name not in kept]:
+            del options[name]
+
+
+def _guarded(names: list[str]) -> list[str]:
+    """``names`` with each guard right before every run of the pass it guards (and at the end
+    for the passes the backend runs again)."""
+    guard_of = {guarded: guard for guard, guarded in GUARDS if guard in PASS_REGISTRY}
+    result: list[str] = []
+    for name in names:
+        guard = guard_of.get(name)
+        if guard is not None and (not result or result[-1] != guard):
+            result.append(guard)
+        result.append(name)
+    for guarded, guard in guard_of.items():
+        if guarded in BACKEND_RUNS and guarded in names and guard not in result[-len(BACKEND_RUNS) :]:
+            result.append(guard)
+    return result
+
+
+def _select_exact_int16_narrowing(result: PassPipeline) -> None:
+    """Give add_int16_cast the op_selector that refuses inexact narrowing, keeping the base's own
+    ``op_selector`` / ``skip_ops_by_type`` for that pass (folded into the one selector)."""
+    options = {option.option_name: option.option_val for option in result.get_options(INT16_NARROWING) or []}
+    skipped = options.pop("skip_ops_by_type", "")
+    if isinstance(skipped, str):
+        skipped = [t.strip() for t in skipped.split(",") if t.strip()]
+    options["op_selector"] = narrowing_selector(options.get("op_selector"), frozenset(skipped))
+    result._pass_options = {k: v for k, v in result._pass_options.items() if k != INT16_NARROWING}
+    result.set_options(INT16_NARROWING, options)
