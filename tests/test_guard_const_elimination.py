@@ -49,7 +49,9 @@ def test_a_known_window_of_a_partly_known_concat_becomes_a_typed_const(read_by):
 
 
 def test_a_value_beyond_int32_stays_exact():
-    after = check_pass(lambda: slice_of_concat([3.4e38], read_by="add"), PASS, inputs={"x": np.array([1.0], np.float32)})
+    after = check_pass(
+        lambda: slice_of_concat([3.4e38], read_by="add"), PASS, inputs={"x": np.array([1.0], np.float32)}
+    )
     const = [op for op in after.functions["main"].operations if op.op_type == "const" and op.outputs[0].shape == (1,)]
     assert any(op.val.val.tolist() == [np.float32(3.4e38)] for op in const)
 
