@@ -3,6 +3,9 @@ wrong (or not at all) convert and equal torch; every guard sits before every run
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,6 +14,7 @@ import coremltools as ct
 import mil_passes
 from mil_passes.pipeline import BACKEND_RUNS, GUARDS, INT16_NARROWING
 from mil_passes.reference import evaluate
+from mil_passes.verify import format_summary, verify_program
 
 torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
 
@@ -85,3 +89,33 @@ def test_a_base_without_the_guarded_passes_gets_no_guards():
     names = mil_passes.pipeline(ct.PassPipeline(["common::dead_code_elimination"])).passes
     assert not {guard for guard, _ in GUARDS} & set(names)
     assert mil_passes.pipeline(ct.PassPipeline(["common::dead_code_elimination"])).get_options(INT16_NARROWING) is None
+
+
+REPRODUCERS = Path(__file__).parent.parent / "docs" / "reproducers"
+#: Reproducers of DEFAULT's miscompiles that pipeline() answers (add_fp16_cast_overflow is fp16's
+#: range by design, which the pipeline keeps: docs/coremltools-passes.md). remove_symbolic_reshape's
+#: names a Symbol, which one process can build once: test_guard_remove_symbolic_reshape.py builds
+#: the same 4 ops.
+ANSWERED = [
+    Path(__file__).parent / "fixtures" / "const_elimination_int32.py",
+    REPRODUCERS / "const_elimination_raises.py",
+    REPRODUCERS / "cast_optimization_float_int_bool.py",
+    REPRODUCERS / "add_int16_cast_gather_data.py",
+]
+
+
+def load(path: Path):
+    """The reproducer's ``build``, its ``FEEDS`` (the inputs that show the bug) and ``PASSES``."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build, module.FEEDS, module.PASSES
+
+
+@pytest.mark.parametrize("path", ANSWERED, ids=lambda p: p.stem)
+def test_verify_finds_no_culprit_in_a_reproducer_under_the_pipeline(path):
+    build, feeds, passes = load(path)
+    assert verify_program(build, passes, feeds=[feeds]).culprit is not None  # the bug, in DEFAULT's pass
+    for given in ([feeds], 3):  # the reproducer's feeds, then random ones
+        verification = verify_program(build, "mil_passes", feeds=given)
+        assert verification.culprit is None, format_summary(verification)
