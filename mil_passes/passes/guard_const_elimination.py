@@ -70,10 +70,10 @@ class ObjectValueToTypedConst(RewritePattern[list[tuple[Var, np.ndarray]]]):
         candidates = [
             out
             for out in op.outputs
-            if types.is_tensor(out.sym_type)
+            if isinstance(out.sym_val, np.ndarray)  # cheap tests first: this runs on every op
+            and out.sym_val.dtype == object
+            and types.is_tensor(out.sym_type)
             and out.can_be_folded_to_const()
-            and isinstance(out.val, np.ndarray)
-            and out.val.dtype == object
         ]
         if not candidates:
             return None
