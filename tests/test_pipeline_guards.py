@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 
 import coremltools as ct
+from coremltools.converters.mil.mil import types
 
 import mil_passes
 from mil_passes.pipeline import BACKEND_RUNS, GUARDS, INT16_NARROWING
 from mil_passes.reference import evaluate
+from mil_passes.testing import assert_equivalent
+from mil_passes.testing.equivalence import apply_pass
 from mil_passes.verify import format_summary, verify_program
 
 torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
@@ -119,3 +122,32 @@ def test_verify_finds_no_culprit_in_a_reproducer_under_the_pipeline(path):
     for given in ([feeds], 3):  # the reproducer's feeds, then random ones
         verification = verify_program(build, "mil_passes", feeds=given)
         assert verification.culprit is None, format_summary(verification)
+
+
+def test_the_pipeline_is_exact_on_each_guarded_program():
+    """Bit-for-bit equal outputs (add_fp16_cast left out, add_int16_cast kept), on the given
+    feeds and on random ones. (Idempotence is each guard's: DEFAULT's topological_reorder renames
+    a cast op on every run, so DEFAULT-based pipelines print differently the second time.)"""
+    from test_guard_add_int16_cast import gather_program, kv_position
+    from test_guard_cast_optimization import FLOATS, chain_to_bool, webnn_uint8_condition
+    from test_guard_const_elimination import slice_of_concat
+    from test_guard_remove_symbolic_reshape import reshape_by_own_shape
+
+    base = ct.PassPipeline.DEFAULT
+    base.remove_passes({"common::add_fp16_cast"})
+    x2 = {"x": np.array([1.0, 2.0], np.float32)}
+    cases = [
+        (lambda: chain_to_bool(types.fp32, ["int32"]), FLOATS, None),
+        (lambda: chain_to_bool(types.fp32, ["uint8"]), FLOATS, None),
+        (webnn_uint8_condition, FLOATS, None),
+        (lambda: slice_of_concat([-10.5, 0.25], read_by="add"), x2, None),
+        (lambda: slice_of_concat([-10.5, 0.25], read_by="concat"), x2, None),
+        (gather_program, {"data": np.array([5, 40000, 2147483647, -3, 0, 1], np.int32)}, None),
+        (kv_position, {"pos": np.array([40000], np.int32)}, None),
+        (reshape_by_own_shape, {"x": np.array([-1.0, 0.5, 2.0], np.float32)}, 3),
+    ]
+    for build, feeds, sizes in cases:
+        after = build()
+        apply_pass(after, mil_passes.pipeline(base))
+        after.validate()
+        assert_equivalent(build(), after, feeds, sizes=sizes)
