@@ -43,6 +43,8 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
 # coremltools' backend runs the pass again after the pipeline. A base without the pass gets no
 # guard. Each answers a miscompile of DEFAULT (docs/coremltools-passes.md, "How
 # mil_passes.pipeline() answers it"); DEFAULT itself is left as coremltools ships it.
+# The guarded passes whose options their guard takes too (the guard reads them the same way).
+_OPTIONS_SHARED = frozenset({"common::const_elimination"})
 GUARDS: tuple[tuple[str, str], ...] = (
     # common::const_elimination folds a fully known slice of a partially known concat
     # (torch.cat([buffer, x])[:2]) into an int32 const, or raises ValueError / OverflowError; a
@@ -57,6 +59,7 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # The guard does the pass's rewrite for exactly those reshapes, keeping the shape.
     ("webnn::guard_remove_symbolic_reshape", "common::remove_symbolic_reshape"),
 )
+GUARDED_BY: dict[str, str] = {guard: guarded for guard, guarded in GUARDS if guarded in _OPTIONS_SHARED}
 # Passes coremltools' ML Program backend runs again after the pipeline (backend_mlprogram).
 BACKEND_RUNS: frozenset[str] = frozenset({"common::const_elimination", "common::cast_optimization"})
 # common::add_int16_cast narrows run-time int32 data (a gathered 2147483647 becomes -1, a KV-cache
@@ -98,12 +101,20 @@ def pipeline(base: PassPipeline | None = None) -> PassPipeline:
 
 
 class GuardedPassPipeline(PassPipeline):
-    """A PassPipeline whose ``remove_passes`` also drops the options of the passes it removes.
+    """The PassPipeline ``pipeline()`` returns: coremltools' own, with two differences.
 
-    ``ct.convert`` at fp32 compute precision removes ``common::add_int16_cast``; coremltools'
-    ``remove_passes`` keeps its options, and ``validate()`` then refuses options of a pass the
-    pipeline lacks. Only the pipelines ``pipeline()`` returns behave so; coremltools' own do not.
+    - ``remove_passes`` also drops the options of the passes it removes: ``ct.convert`` at fp32
+      compute precision removes ``common::add_int16_cast``, coremltools keeps its options, and
+      ``validate()`` then refuses options of a pass the pipeline lacks.
+    - A guard without options of its own gets those of the pass it guards (``skip_const_by_size``
+      set for ``common::const_elimination`` holds for its guard too), even when they are set
+      after ``pipeline()`` returned.
     """
+
+    def get_options(self, pass_name: str):
+        own = super().get_options(pass_name)
+        guarded = GUARDED_BY.get(pass_name)
+        return own if own or guarded is None else super().get_options(guarded)
 
     def remove_passes(self, passes_names) -> None:
         super().remove_passes(passes_names)

@@ -11,6 +11,7 @@ import pytest
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from mil_passes.passes.guard_const_elimination import typed_value
 from mil_passes.testing import check_pass, op_counts
@@ -82,3 +83,21 @@ def test_typed_value_refuses_a_value_its_dtype_cannot_hold():
     np.testing.assert_array_equal(typed_value(var), np.array([0.5, 1.0], np.float32))
     var = SimpleNamespace(val=np.array([float("nan")], dtype=object), dtype=FP32, shape=(1,))
     assert np.isnan(typed_value(var)).all()
+
+
+def test_const_eliminations_skip_const_by_size_holds_for_the_guard_in_the_pipeline():
+    import mil_passes
+
+    pipeline = mil_passes.pipeline()
+    pipeline.set_options("common::const_elimination", {"skip_const_by_size": "1"})  # after pipeline()
+    assert pipeline.get_options(PASS)[0].option_val == "1"
+    guard = PASS_REGISTRY[PASS]
+    guard.set_options(pipeline.get_options(PASS))
+    prog = slice_of_concat([-10.5, 0.25], read_by="add")
+    guard(prog)
+    assert "slice_by_index" in op_counts(prog)  # 2 elements > 1: left, as const_elimination leaves it
+    assert [str(r) for r in guard.last_result.refusals] == [
+        "slice_by_index 'window': a value has more than skip_const_by_size=1 elements"
+    ]
+    with pytest.raises(ValueError, match="skip_const_by_size must be a number"):
+        guard.skip_const_by_size = "many"

@@ -25,6 +25,8 @@ Rules:
   (``Var.can_be_folded_to_const()``) and its value is an object-dtype array: the numbers
   came from consts, so converting them to the declared dtype is exact (an fp32 number is an
   fp32 again, a bool a bool).
+- const_elimination's ``skip_const_by_size`` option, set on a ``mil_passes.pipeline()``, applies
+  here too: a larger value is left alone (a refusal), as const_elimination leaves it.
 - Values with a numeric dtype are const_elimination's to fold: it types them right. A value
   the declared dtype cannot hold exactly is left alone (a refusal): const_elimination, not this
   pass, decides what to do with it.
@@ -64,6 +66,9 @@ class ObjectValueToTypedConst(RewritePattern[list[tuple[Var, np.ndarray]]]):
     op_types = tuple(sorted((set(SSAOpRegistry.core_ops) | set(SSAOpRegistry.dialect_ops)) - {"const"}))
     rule = RULE
 
+    def __init__(self, skip_const_by_size: float | None = None) -> None:
+        self.skip_const_by_size = skip_const_by_size
+
     def match(self, op: Operation) -> list[tuple[Var, np.ndarray]] | Refusal | None:
         if op.op_type == "const" or op.blocks:
             return None
@@ -77,6 +82,9 @@ class ObjectValueToTypedConst(RewritePattern[list[tuple[Var, np.ndarray]]]):
         ]
         if not candidates:
             return None
+        limit = self.skip_const_by_size
+        if limit is not None and any(out.val.size > limit for out in candidates):
+            return Refusal(op, f"a value has more than skip_const_by_size={limit:g} elements")
         typed = [(out, typed_value(out)) for out in candidates]
         exact = [(out, value) for out, value in typed if value is not None]
         if not exact:
@@ -98,5 +106,21 @@ class GuardConstElimination(PatternPass):
 
     name = "webnn::guard_const_elimination"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._skip_const_by_size: float | None = None
+
+    @property
+    def skip_const_by_size(self) -> float | None:
+        """const_elimination's option (``mil_passes.pipeline()`` hands it on): larger values stay."""
+        return self._skip_const_by_size
+
+    @skip_const_by_size.setter
+    def skip_const_by_size(self, threshold: str | float) -> None:
+        try:
+            self._skip_const_by_size = float(threshold)
+        except (TypeError, ValueError):
+            raise ValueError(f"skip_const_by_size must be a number, got {threshold!r}") from None
+
     def patterns(self) -> list[RewritePattern]:
-        return [ObjectValueToTypedConst()]
+        return [ObjectValueToTypedConst(self._skip_const_by_size)]
