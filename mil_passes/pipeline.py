@@ -55,6 +55,10 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # canonicalize_uint8_select would make those casts comparisons, but it runs after the first
     # cast_optimization (it needs const_elimination first), so the guard runs before each one.
     ("webnn::guard_cast_optimization", "common::cast_optimization"),
+    # common::int_op_canonicalization replaces quantize(reshape(dequantize(q))) by reshape(q) even
+    # when the quantize has another scale, zero point or dtype (a requantization is dropped). The
+    # guard puts an identity before such a quantize; DEFAULT's next noop_elimination removes it.
+    ("webnn::guard_int_op_canonicalization", "common::int_op_canonicalization"),
     # common::remove_symbolic_reshape raises when the shape it folds is also a block output.
     # The guard does the pass's rewrite for exactly those reshapes, keeping the shape.
     ("webnn::guard_remove_symbolic_reshape", "common::remove_symbolic_reshape"),
