@@ -59,6 +59,12 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # when the quantize has another scale, zero point or dtype (a requantization is dropped). The
     # guard puts an identity before such a quantize; DEFAULT's next noop_elimination removes it.
     ("webnn::guard_int_op_canonicalization", "common::int_op_canonicalization"),
+    # common::use_reflection_padding deletes the slices of concat(x[1:2], x, x[-2:-1]) even when
+    # another op reads one (ValueError). The guard gives the concat copies of shared slices.
+    ("webnn::guard_use_reflection_padding", "common::use_reflection_padding"),
+    # common::fuse_conv_bias raises IndexError on add(transpose(conv(x)), c) when the const c has
+    # a lower rank than the transpose. The guard gives c the leading 1s broadcasting gives it.
+    ("webnn::guard_fuse_conv_bias", "common::fuse_conv_bias"),
     # common::remove_symbolic_reshape raises when the shape it folds is also a block output.
     # The guard does the pass's rewrite for exactly those reshapes, keeping the shape.
     ("webnn::guard_remove_symbolic_reshape", "common::remove_symbolic_reshape"),
