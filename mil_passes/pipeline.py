@@ -59,6 +59,9 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # when the quantize has another scale, zero point or dtype (a requantization is dropped). The
     # guard puts an identity before such a quantize; DEFAULT's next noop_elimination removes it.
     ("webnn::guard_int_op_canonicalization", "common::int_op_canonicalization"),
+    # common::rank0_expand_dims_swap raises KeyError when a reader of the rank-0 result sits in a
+    # nested block. The guard puts an identity before its readers (removed by noop_elimination).
+    ("webnn::guard_rank0_expand_dims_swap", "common::rank0_expand_dims_swap"),
     # common::use_reflection_padding deletes the slices of concat(x[1:2], x, x[-2:-1]) even when
     # another op reads one (ValueError). The guard gives the concat copies of shared slices.
     ("webnn::guard_use_reflection_padding", "common::use_reflection_padding"),
