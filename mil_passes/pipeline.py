@@ -62,6 +62,9 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # common::rank0_expand_dims_swap raises KeyError when a reader of the rank-0 result sits in a
     # nested block. The guard puts an identity before its readers (removed by noop_elimination).
     ("webnn::guard_rank0_expand_dims_swap", "common::rank0_expand_dims_swap"),
+    # common::fuse_elementwise_to_batchnorm raises on an fp16 x * c + d (its batch_norm takes fp32
+    # mean and variance). The guard puts an identity between such a mul and its add.
+    ("webnn::guard_fuse_elementwise_to_batchnorm", "common::fuse_elementwise_to_batchnorm"),
     # common::use_reflection_padding deletes the slices of concat(x[1:2], x, x[-2:-1]) even when
     # another op reads one (ValueError). The guard gives the concat copies of shared slices.
     ("webnn::guard_use_reflection_padding", "common::use_reflection_padding"),
