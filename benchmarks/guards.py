@@ -2,7 +2,8 @@
 
 Each model (mil_passes.testing.real_models) is converted at FLOAT32 and FLOAT16 under
 ``pipeline()`` and under the same pipeline without its guards (``unguarded()``: no
-``webnn::guard_*`` pass, no op_selector for ``common::add_int16_cast``), the two conversions
+``webnn::guard_*`` pass, no op_selector for ``common::add_int16_cast``, coremltools' own
+``fuse_layernorm_or_instancenorm``), the two conversions
 alternating, best CPU seconds of ``repeats``. Run: ``python -m benchmarks.guards [MODEL ...]``.
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 
 import mil_passes
-from mil_passes.pipeline import GUARD_NAMES, INT16_NARROWING
+from mil_passes.pipeline import GUARD_NAMES, INT16_NARROWING, REPLACEMENTS
 
 from .measure import Samples, cpu_time
 from .programs import op_count
@@ -24,11 +25,14 @@ DEFAULT_MODELS = ("resnet18", "mobilenet_v3_small", "bert", "gpt2", "gpt2_flexib
 
 
 def unguarded():
-    """``mil_passes.pipeline()`` without its guards: the package's pipeline before them."""
+    """``mil_passes.pipeline()`` without its guards (and with coremltools' passes it replaces):
+    the package's pipeline before them."""
     from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 
     guarded = mil_passes.pipeline()
-    result = PassPipeline(pass_names=[n for n in guarded.passes if n not in GUARD_NAMES], pipeline_name="unguarded")
+    original = {new: old for old, new in REPLACEMENTS}
+    names = [original.get(n, n) for n in guarded.passes if n not in GUARD_NAMES]
+    result = PassPipeline(pass_names=names, pipeline_name="unguarded")
     result._pass_options = {k: v for k, v in guarded.get_all_options().items() if k != INT16_NARROWING}
     return result
 

@@ -75,6 +75,15 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # The guard does the pass's rewrite for exactly those reshapes, keeping the shape.
     ("webnn::guard_remove_symbolic_reshape", "common::remove_symbolic_reshape"),
 )
+# Replacements: (coremltools' pass, the webnn:: subclass that pipeline() runs in its place).
+REPLACEMENTS: tuple[tuple[str, str], ...] = (
+    # common::fuse_layernorm_or_instancenorm deletes the matched ops without checking that no
+    # other op reads one (ValueError when the shift beta - mean * scale has another reader). The
+    # subclass refuses that match and fuses every other one as coremltools does. A replacement is
+    # safe here: ct.convert never names this pass, and neither coremltools' frontend nor backend
+    # pipeline runs it.
+    ("common::fuse_layernorm_or_instancenorm", "webnn::fuse_layernorm_or_instancenorm"),
+)
 GUARDED_BY: dict[str, str] = {guard: guarded for guard, guarded in GUARDS if guarded in _OPTIONS_SHARED}
 # Passes coremltools' ML Program backend runs again after the pipeline (backend_mlprogram).
 BACKEND_RUNS: frozenset[str] = frozenset({"common::const_elimination", "common::cast_optimization"})
@@ -87,6 +96,7 @@ INT16_NARROWING = "common::add_int16_cast"
 PIPELINE_ORDER: tuple[str, ...] = tuple(name for name, _ in PLACEMENT if name in PASS_REGISTRY)
 PASS_NAMES: tuple[str, ...] = tuple(dict.fromkeys(PIPELINE_ORDER))
 GUARD_NAMES: tuple[str, ...] = tuple(guard for guard, _ in GUARDS if guard in PASS_REGISTRY)
+REPLACEMENT_NAMES: tuple[str, ...] = tuple(new for _, new in REPLACEMENTS if new in PASS_REGISTRY)
 
 
 def pipeline(base: PassPipeline | None = None) -> PassPipeline:
@@ -108,9 +118,13 @@ def pipeline(base: PassPipeline | None = None) -> PassPipeline:
             index = previous + 1
         names.insert(index, name)
         previous = index
-    names = _guarded(names)
+    replaced = {old: new for old, new in REPLACEMENTS if new in PASS_REGISTRY}
+    names = _guarded([replaced.get(name, name) for name in names])
     result = GuardedPassPipeline(pass_names=names, pipeline_name=f"{base}+mil_passes")
     result._pass_options = dict(getattr(base, "_pass_options", {}))
+    for old, new in replaced.items():  # the base's options for a replaced pass go to its replacement
+        if old in result._pass_options:
+            result._pass_options[new] = result._pass_options.pop(old)
     if INT16_NARROWING in names:
         _select_exact_int16_narrowing(result)
     return result
