@@ -101,7 +101,8 @@ REPLACEMENT_NAMES: tuple[str, ...] = tuple(new for _, new in REPLACEMENTS if new
 
 def pipeline(base: PassPipeline | None = None) -> PassPipeline:
     """``base`` (default ``PassPipeline.DEFAULT``) with the package's passes inserted, and the
-    guards (``GUARDS``, ``INT16_NARROWING``) that keep coremltools' passes of the base exact.
+    guards (``GUARDS``, ``INT16_NARROWING``) and replacements (``REPLACEMENTS``) that keep
+    coremltools' passes of the base from miscompiling or raising (docs/coremltools-passes.md).
 
     The base is not modified. Use as ``ct.convert(model, pass_pipeline=mil_passes.pipeline())``.
     """
