@@ -68,6 +68,9 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # common::use_reflection_padding deletes the slices of concat(x[1:2], x, x[-2:-1]) even when
     # another op reads one (ValueError). The guard gives the concat copies of shared slices.
     ("webnn::guard_use_reflection_padding", "common::use_reflection_padding"),
+    # common::fuse_conv_scale folds real_div(const, conv(x)) as conv(x) / const. The guard reads
+    # such a conv through an identity (removed by DEFAULT's last noop_elimination).
+    ("webnn::guard_fuse_conv_scale", "common::fuse_conv_scale"),
     # common::fuse_conv_bias raises IndexError on add(transpose(conv(x)), c) when the const c has
     # a lower rank than the transpose. The guard gives c the leading 1s broadcasting gives it.
     ("webnn::guard_fuse_conv_bias", "common::fuse_conv_bias"),
