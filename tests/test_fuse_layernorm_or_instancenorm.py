@@ -67,3 +67,34 @@ def test_the_pipeline_runs_it_in_place_of_coremltools_pass():
     after = layer_norm_pattern()
     apply_pass(after, mil_passes.pipeline(base))  # DEFAULT raises here
     assert_equivalent(layer_norm_pattern(), after, X)
+
+
+def variance_over_other_axes():
+    """docs/reproducers/fuse_layernorm_variance_axes.py's program: mean over [-2, -1], variance
+    over [-1]."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 3, 4))], opset_version=ct.target.iOS17)
+    def prog(x):
+        mean = mb.reduce_mean(x=x, axes=[-2, -1], keep_dims=True)
+        centred = mb.sub(x=x, y=mean)
+        variance = mb.reduce_mean(x=mb.square(x=centred), axes=[-1], keep_dims=True)
+        scale = mb.mul(x=mb.rsqrt(x=mb.add(x=variance, y=np.float32(1e-5))), y=np.ones((3, 4), np.float32))
+        shift = mb.sub(x=np.zeros((3, 4), np.float32), y=mb.mul(x=mean, y=scale))
+        return mb.add(x=mb.mul(x=x, y=scale), y=shift, name="y")
+
+    return prog
+
+
+X3 = {"x": np.arange(24, dtype=np.float32).reshape(2, 3, 4) ** 1.5 / 10}
+
+
+def test_coremltools_fuses_a_variance_over_other_axes():
+    """The miscompile the replacement answers (if coremltools fixes it, this fails)."""
+    prog = variance_over_other_axes()
+    apply_pass(prog, "common::fuse_layernorm_or_instancenorm")
+    assert op_counts(prog)["layer_norm"] == 1
+
+
+def test_a_variance_over_other_axes_is_refused():
+    after = check_pass(variance_over_other_axes, PASS, inputs=X3)
+    assert "layer_norm" not in op_counts(after)
