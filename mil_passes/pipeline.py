@@ -65,6 +65,9 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # common::fuse_elementwise_to_batchnorm raises on an fp16 x * c + d (its batch_norm takes fp32
     # mean and variance). The guard puts an identity between such a mul and its add.
     ("webnn::guard_fuse_elementwise_to_batchnorm", "common::fuse_elementwise_to_batchnorm"),
+    # common::fuse_prelu accepts a one-element (1, 1, 1, 1) alpha on C > 1 channels, then prelu
+    # raises. The guard gives alpha the (1, C, 1, 1) shape broadcasting gives it.
+    ("webnn::guard_fuse_prelu", "common::fuse_prelu"),
     # common::use_reflection_padding deletes the slices of concat(x[1:2], x, x[-2:-1]) even when
     # another op reads one (ValueError). The guard gives the concat copies of shared slices.
     ("webnn::guard_use_reflection_padding", "common::use_reflection_padding"),
