@@ -77,6 +77,9 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # common::fuse_conv_bias raises IndexError on add(transpose(conv(x)), c) when the const c has
     # a lower rank than the transpose. The guard gives c the leading 1s broadcasting gives it.
     ("webnn::guard_fuse_conv_bias", "common::fuse_conv_bias"),
+    # common::fuse_stack_split raises IndexError when an output of split(stack(...)) is read by
+    # nothing (or by another op than one squeeze). The guard reads such a stack via an identity.
+    ("webnn::guard_fuse_stack_split", "common::fuse_stack_split"),
     # common::remove_symbolic_reshape raises when the shape it folds is also a block output.
     # The guard does the pass's rewrite for exactly those reshapes, keeping the shape.
     ("webnn::guard_remove_symbolic_reshape", "common::remove_symbolic_reshape"),
