@@ -6,6 +6,7 @@ from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from . import passes  # noqa: F401  (registers every pass)
+from .passes.guard_add_int16_cast import narrowing_selector
 
 # (pass, insert it right before the first of this pass in the base pipeline) — if the base lacks
 # the anchor, the pass goes after the package's previous pass (or first, for the first one).
@@ -37,13 +38,80 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
 )
 
 
+# Guards: (guard, the coremltools pass it makes safe) — the guard runs right before every run of
+# that pass in the base (after the package's passes placed there), and once more at the end when
+# coremltools' backend runs the pass again after the pipeline. A base without the pass gets no
+# guard. Each answers a miscompile of DEFAULT (docs/coremltools-passes.md, "How
+# mil_passes.pipeline() answers it"); DEFAULT itself is left as coremltools ships it.
+# The guarded passes whose options their guard takes too (the guard reads them the same way).
+_OPTIONS_SHARED = frozenset({"common::const_elimination"})
+GUARDS: tuple[tuple[str, str], ...] = (
+    # common::const_elimination folds a fully known slice of a partially known concat
+    # (torch.cat([buffer, x])[:2]) into an int32 const, or raises ValueError / OverflowError; a
+    # bool becomes int32. The guard folds those values first, with their declared dtype.
+    ("webnn::guard_const_elimination", "common::const_elimination"),
+    # common::cast_optimization fuses cast(cast(x_fp32, int32 | uint8), bool) into cast(x, bool):
+    # 0.5 becomes True (x.to(torch.int32).to(torch.bool); WebNN's uint8 conditions). Our
+    # canonicalize_uint8_select would make those casts comparisons, but it runs after the first
+    # cast_optimization (it needs const_elimination first), so the guard runs before each one.
+    ("webnn::guard_cast_optimization", "common::cast_optimization"),
+    # common::int_op_canonicalization replaces quantize(reshape(dequantize(q))) by reshape(q) even
+    # when the quantize has another scale, zero point or dtype (a requantization is dropped). The
+    # guard puts an identity before such a quantize; DEFAULT's next noop_elimination removes it.
+    ("webnn::guard_int_op_canonicalization", "common::int_op_canonicalization"),
+    # common::rank0_expand_dims_swap raises KeyError when a reader of the rank-0 result sits in a
+    # nested block. The guard puts an identity before its readers (removed by noop_elimination).
+    ("webnn::guard_rank0_expand_dims_swap", "common::rank0_expand_dims_swap"),
+    # common::fuse_elementwise_to_batchnorm raises on an fp16 x * c + d (its batch_norm takes fp32
+    # mean and variance). The guard puts an identity between such a mul and its add.
+    ("webnn::guard_fuse_elementwise_to_batchnorm", "common::fuse_elementwise_to_batchnorm"),
+    # common::fuse_prelu accepts a one-element (1, 1, 1, 1) alpha on C > 1 channels, then prelu
+    # raises. The guard gives alpha the (1, C, 1, 1) shape broadcasting gives it.
+    ("webnn::guard_fuse_prelu", "common::fuse_prelu"),
+    # common::use_reflection_padding deletes the slices of concat(x[1:2], x, x[-2:-1]) even when
+    # another op reads one (ValueError). The guard gives the concat copies of shared slices.
+    ("webnn::guard_use_reflection_padding", "common::use_reflection_padding"),
+    # common::fuse_conv_scale folds real_div(const, conv(x)) as conv(x) / const. The guard reads
+    # such a conv through an identity (removed by DEFAULT's last noop_elimination).
+    ("webnn::guard_fuse_conv_scale", "common::fuse_conv_scale"),
+    # common::fuse_conv_bias raises IndexError on add(transpose(conv(x)), c) when the const c has
+    # a lower rank than the transpose. The guard gives c the leading 1s broadcasting gives it.
+    ("webnn::guard_fuse_conv_bias", "common::fuse_conv_bias"),
+    # common::fuse_stack_split raises IndexError when an output of split(stack(...)) is read by
+    # nothing (or by another op than one squeeze). The guard reads such a stack via an identity.
+    ("webnn::guard_fuse_stack_split", "common::fuse_stack_split"),
+    # common::remove_symbolic_reshape raises when the shape it folds is also a block output.
+    # The guard does the pass's rewrite for exactly those reshapes, keeping the shape.
+    ("webnn::guard_remove_symbolic_reshape", "common::remove_symbolic_reshape"),
+)
+# Replacements: (coremltools' pass, the webnn:: subclass that pipeline() runs in its place).
+REPLACEMENTS: tuple[tuple[str, str], ...] = (
+    # common::fuse_layernorm_or_instancenorm deletes the matched ops without checking that no
+    # other op reads one (ValueError when the shift beta - mean * scale has another reader). The
+    # subclass refuses that match and fuses every other one as coremltools does. A replacement is
+    # safe here: ct.convert never names this pass, and neither coremltools' frontend nor backend
+    # pipeline runs it.
+    ("common::fuse_layernorm_or_instancenorm", "webnn::fuse_layernorm_or_instancenorm"),
+)
+GUARDED_BY: dict[str, str] = {guard: guarded for guard, guarded in GUARDS if guarded in _OPTIONS_SHARED}
+# Passes coremltools' ML Program backend runs again after the pipeline (backend_mlprogram).
+BACKEND_RUNS: frozenset[str] = frozenset({"common::const_elimination", "common::cast_optimization"})
+# common::add_int16_cast narrows run-time int32 data (a gathered 2147483647 becomes -1, a KV-cache
+# position pos + T above 32767 wraps). ct.convert removes it by name at fp32 compute precision,
+# so the pipeline keeps coremltools' pass and gives it an op_selector that refuses those ops.
+INT16_NARROWING = "common::add_int16_cast"
+
 # Every run, in order (a pass may run twice); PASS_NAMES lists each pass once.
 PIPELINE_ORDER: tuple[str, ...] = tuple(name for name, _ in PLACEMENT if name in PASS_REGISTRY)
 PASS_NAMES: tuple[str, ...] = tuple(dict.fromkeys(PIPELINE_ORDER))
+GUARD_NAMES: tuple[str, ...] = tuple(guard for guard, _ in GUARDS if guard in PASS_REGISTRY)
+REPLACEMENT_NAMES: tuple[str, ...] = tuple(new for _, new in REPLACEMENTS if new in PASS_REGISTRY)
 
 
 def pipeline(base: PassPipeline | None = None) -> PassPipeline:
-    """``base`` (default ``PassPipeline.DEFAULT``) with the package's passes inserted.
+    """``base`` (default ``PassPipeline.DEFAULT``) with the package's passes inserted, and the
+    guards (``GUARDS``, ``INT16_NARROWING``) and replacements (``REPLACEMENTS``) that keep
+    coremltools' passes of the base from miscompiling or raising (docs/coremltools-passes.md).
 
     The base is not modified. Use as ``ct.convert(model, pass_pipeline=mil_passes.pipeline())``.
     """
@@ -60,6 +128,65 @@ def pipeline(base: PassPipeline | None = None) -> PassPipeline:
             index = previous + 1
         names.insert(index, name)
         previous = index
-    result = PassPipeline(pass_names=names, pipeline_name=f"{base}+mil_passes")
+    replaced = {old: new for old, new in REPLACEMENTS if new in PASS_REGISTRY}
+    names = _guarded([replaced.get(name, name) for name in names])
+    result = GuardedPassPipeline(pass_names=names, pipeline_name=f"{base}+mil_passes")
     result._pass_options = dict(getattr(base, "_pass_options", {}))
+    for old, new in replaced.items():  # the base's options for a replaced pass go to its replacement
+        if old in result._pass_options:
+            result._pass_options[new] = result._pass_options.pop(old)
+    if INT16_NARROWING in names:
+        _select_exact_int16_narrowing(result)
     return result
+
+
+class GuardedPassPipeline(PassPipeline):
+    """The PassPipeline ``pipeline()`` returns: coremltools' own, with two differences.
+
+    - ``remove_passes`` also drops the options of the passes it removes: ``ct.convert`` at fp32
+      compute precision removes ``common::add_int16_cast``, coremltools keeps its options, and
+      ``validate()`` then refuses options of a pass the pipeline lacks.
+    - A guard without options of its own gets those of the pass it guards (``skip_const_by_size``
+      set for ``common::const_elimination`` holds for its guard too), even when they are set
+      after ``pipeline()`` returned.
+    """
+
+    def get_options(self, pass_name: str):
+        own = super().get_options(pass_name)
+        guarded = GUARDED_BY.get(pass_name)
+        return own if own or guarded is None else super().get_options(guarded)
+
+    def remove_passes(self, passes_names) -> None:
+        super().remove_passes(passes_names)
+        kept = set(self.passes)
+        options = self.get_all_options()
+        for name in [name for name in options if name not in kept]:
+            del options[name]
+
+
+def _guarded(names: list[str]) -> list[str]:
+    """``names`` with each guard right before every run of the pass it guards (and at the end
+    for the passes the backend runs again)."""
+    guard_of = {guarded: guard for guard, guarded in GUARDS if guard in PASS_REGISTRY}
+    result: list[str] = []
+    for name in names:
+        guard = guard_of.get(name)
+        if guard is not None and (not result or result[-1] != guard):
+            result.append(guard)
+        result.append(name)
+    for guarded, guard in guard_of.items():
+        if guarded in BACKEND_RUNS and guarded in names and guard not in result[-len(BACKEND_RUNS) :]:
+            result.append(guard)
+    return result
+
+
+def _select_exact_int16_narrowing(result: PassPipeline) -> None:
+    """Give add_int16_cast the op_selector that refuses inexact narrowing, keeping the base's own
+    ``op_selector`` / ``skip_ops_by_type`` for that pass (folded into the one selector)."""
+    options = {option.option_name: option.option_val for option in result.get_options(INT16_NARROWING) or []}
+    skipped = options.pop("skip_ops_by_type", "")
+    if isinstance(skipped, str):
+        skipped = [t.strip() for t in skipped.split(",") if t.strip()]
+    options["op_selector"] = narrowing_selector(options.get("op_selector"), frozenset(skipped))
+    result._pass_options = {k: v for k, v in result._pass_options.items() if k != INT16_NARROWING}
+    result.set_options(INT16_NARROWING, options)

@@ -1,0 +1,100 @@
+"""webnn::fuse_layernorm_or_instancenorm: coremltools' pass, refusing a match whose ops another op
+reads (coremltools raises there), fusing the rest exactly as coremltools does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import coremltools as ct
+from coremltools.converters.mil import Builder as mb
+
+import mil_passes
+from mil_passes.testing import assert_equivalent, check_pass, op_counts
+from mil_passes.testing.equivalence import apply_pass
+
+PASS = "webnn::fuse_layernorm_or_instancenorm"
+X = {"x": np.array([[1.0, -2.0, 3.0, 0.5], [0.0, 4.0, -1.0, 2.0]], np.float32)}
+
+
+def layer_norm_pattern(*, shared_shift=True):
+    """Pattern 1 (docs/reproducers/fuse_layernorm_shared_intermediate_raises.py's program)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 4))], opset_version=ct.target.iOS17)
+    def prog(x):
+        mean = mb.reduce_mean(x=x, axes=[-1], keep_dims=True)
+        centred = mb.sub(x=x, y=mean)
+        variance = mb.reduce_mean(x=mb.square(x=centred), axes=[-1], keep_dims=True)
+        scale = mb.mul(x=mb.rsqrt(x=mb.add(x=variance, y=1e-5)), y=np.ones(4, np.float32))
+        shift = mb.sub(x=np.zeros(4, np.float32), y=mb.mul(x=mean, y=scale))
+        y = mb.add(x=mb.mul(x=x, y=scale), y=shift, name="y")
+        return (y, mb.relu(x=shift, name="other")) if shared_shift else y
+
+    return prog
+
+
+def test_coremltools_raises_on_a_shared_intermediate():
+    """The bug the replacement answers (if coremltools fixes it, the replacement may go)."""
+    with pytest.raises(ValueError, match="active output"):
+        apply_pass(layer_norm_pattern(), "common::fuse_layernorm_or_instancenorm")
+
+
+def test_a_shared_intermediate_is_refused():
+    after = check_pass(layer_norm_pattern, PASS, inputs=X)
+    assert "layer_norm" not in op_counts(after)
+    assert op_counts(after) == op_counts(layer_norm_pattern())
+
+
+def test_an_unshared_pattern_is_fused_as_coremltools_fuses_it():
+    ours, theirs = layer_norm_pattern(shared_shift=False), layer_norm_pattern(shared_shift=False)
+    apply_pass(ours, PASS)
+    apply_pass(theirs, "common::fuse_layernorm_or_instancenorm")
+    assert op_counts(ours) == op_counts(theirs) and op_counts(ours)["layer_norm"] == 1
+    layer_norms = [
+        op for prog in (ours, theirs) for op in prog.functions["main"].operations if op.op_type == "layer_norm"
+    ]
+    assert [sorted((k, str(v.val)) for k, v in op.inputs.items()) for op in layer_norms[:1]] == [
+        sorted((k, str(v.val)) for k, v in op.inputs.items()) for op in layer_norms[1:]
+    ]
+
+
+def test_the_pipeline_runs_it_in_place_of_coremltools_pass():
+    names = list(mil_passes.pipeline().passes)
+    assert "common::fuse_layernorm_or_instancenorm" not in names
+    assert names.count(PASS) == list(ct.PassPipeline.DEFAULT.passes).count("common::fuse_layernorm_or_instancenorm")
+    base = ct.PassPipeline.DEFAULT
+    base.remove_passes({"common::add_fp16_cast"})
+    after = layer_norm_pattern()
+    apply_pass(after, mil_passes.pipeline(base))  # DEFAULT raises here
+    assert_equivalent(layer_norm_pattern(), after, X)
+
+
+def variance_over_other_axes():
+    """docs/reproducers/fuse_layernorm_variance_axes.py's program: mean over [-2, -1], variance
+    over [-1]."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 3, 4))], opset_version=ct.target.iOS17)
+    def prog(x):
+        mean = mb.reduce_mean(x=x, axes=[-2, -1], keep_dims=True)
+        centred = mb.sub(x=x, y=mean)
+        variance = mb.reduce_mean(x=mb.square(x=centred), axes=[-1], keep_dims=True)
+        scale = mb.mul(x=mb.rsqrt(x=mb.add(x=variance, y=np.float32(1e-5))), y=np.ones((3, 4), np.float32))
+        shift = mb.sub(x=np.zeros((3, 4), np.float32), y=mb.mul(x=mean, y=scale))
+        return mb.add(x=mb.mul(x=x, y=scale), y=shift, name="y")
+
+    return prog
+
+
+X3 = {"x": np.arange(24, dtype=np.float32).reshape(2, 3, 4) ** 1.5 / 10}
+
+
+def test_coremltools_fuses_a_variance_over_other_axes():
+    """The miscompile the replacement answers (if coremltools fixes it, this fails)."""
+    prog = variance_over_other_axes()
+    apply_pass(prog, "common::fuse_layernorm_or_instancenorm")
+    assert op_counts(prog)["layer_norm"] == 1
+
+
+def test_a_variance_over_other_axes_is_refused():
+    after = check_pass(variance_over_other_axes, PASS, inputs=X3)
+    assert "layer_norm" not in op_counts(after)

@@ -1,0 +1,103 @@
+"""webnn::guard_const_elimination: partially known values folded with their declared dtype
+before common::const_elimination folds them as int32 (or raises)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import coremltools as ct
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import types
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+
+from mil_passes.passes.guard_const_elimination import typed_value
+from mil_passes.testing import check_pass, op_counts
+from mil_passes.testing.equivalence import apply_pass
+
+PASS = "webnn::guard_const_elimination"
+FP32, BOOL = types.fp32, types.bool
+
+
+def slice_of_concat(part, dtype=FP32, *, read_by=None):
+    """``concat(part, x)[:len(part)]`` (optionally read by ``add`` / ``concat`` with ``x``)."""
+    n = len(part)
+
+    @mb.program(input_specs=[mb.TensorSpec((n,), dtype=dtype)], opset_version=ct.target.iOS17)
+    def prog(x):
+        joined = mb.concat(values=(np.asarray(part, dtype=types.nptype_from_builtin(dtype)), x), axis=0, name="joined")
+        window = mb.slice_by_index(x=joined, begin=[0], end=[n], name="window")
+        if read_by == "add":
+            return mb.add(x=window, y=x, name="out")
+        if read_by == "concat":
+            return mb.concat(values=(window, x), axis=0, name="out")
+        return window
+
+    return prog
+
+
+@pytest.mark.parametrize("read_by", [None, "add", "concat"])
+def test_a_known_window_of_a_partly_known_concat_becomes_a_typed_const(read_by):
+    feeds = {"x": np.array([1.0, 2.0], dtype=np.float32)}
+    after = check_pass(lambda: slice_of_concat([-10.5, 0.25], read_by=read_by), PASS, inputs=feeds)
+    assert "slice_by_index" not in op_counts(after)
+    # common::const_elimination now has nothing to fold wrongly, and the values stay fp32
+    apply_pass(after, "common::const_elimination")
+    out = after.functions["main"].outputs[0]
+    assert out.dtype == FP32
+
+
+def test_a_value_beyond_int32_stays_exact():
+    after = check_pass(
+        lambda: slice_of_concat([3.4e38], read_by="add"), PASS, inputs={"x": np.array([1.0], np.float32)}
+    )
+    const = [op for op in after.functions["main"].operations if op.op_type == "const" and op.outputs[0].shape == (1,)]
+    assert any(op.val.val.tolist() == [np.float32(3.4e38)] for op in const)
+
+
+def test_bools_stay_bools():
+    prog = slice_of_concat([True, False], dtype=BOOL)
+    apply_pass(prog, PASS)
+    apply_pass(prog, "common::const_elimination")
+    out = prog.functions["main"].outputs[0]
+    assert out.dtype == BOOL and out.val.tolist() == [True, False]
+
+
+def test_a_fully_known_value_is_left_to_const_elimination():
+    @mb.program(input_specs=[mb.TensorSpec((2,), dtype=FP32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        known = mb.add(x=np.array([1.0, 2.0], np.float32), y=np.float32(1.0), name="known")
+        return mb.mul(x=known, y=x, name="out")
+
+    before = op_counts(prog)
+    apply_pass(prog, PASS)
+    assert op_counts(prog) == before
+
+
+def test_typed_value_refuses_a_value_its_dtype_cannot_hold():
+    var = SimpleNamespace(val=np.array([0.5, 1], dtype=object), dtype=types.int32, shape=(2,))
+    assert typed_value(var) is None
+    var = SimpleNamespace(val=np.array([np.float32(0.5), 1], dtype=object), dtype=FP32, shape=(2,))
+    np.testing.assert_array_equal(typed_value(var), np.array([0.5, 1.0], np.float32))
+    var = SimpleNamespace(val=np.array([float("nan")], dtype=object), dtype=FP32, shape=(1,))
+    assert np.isnan(typed_value(var)).all()
+
+
+def test_const_eliminations_skip_const_by_size_holds_for_the_guard_in_the_pipeline():
+    import mil_passes
+
+    pipeline = mil_passes.pipeline()
+    pipeline.set_options("common::const_elimination", {"skip_const_by_size": "1"})  # after pipeline()
+    assert pipeline.get_options(PASS)[0].option_val == "1"
+    guard = PASS_REGISTRY[PASS]
+    guard.set_options(pipeline.get_options(PASS))
+    prog = slice_of_concat([-10.5, 0.25], read_by="add")
+    guard(prog)
+    assert "slice_by_index" in op_counts(prog)  # 2 elements > 1: left, as const_elimination leaves it
+    assert [str(r) for r in guard.last_result.refusals] == [
+        "slice_by_index 'window': a value has more than skip_const_by_size=1 elements"
+    ]
+    with pytest.raises(ValueError, match="skip_const_by_size must be a number"):
+        guard.skip_const_by_size = "many"

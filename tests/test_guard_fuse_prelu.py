@@ -1,0 +1,54 @@
+"""webnn::guard_fuse_prelu: a one-element alpha no longer makes common::fuse_prelu raise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import coremltools as ct
+from coremltools.converters.mil import Builder as mb
+
+from mil_passes.testing import assert_equivalent, check_pass, op_counts
+from mil_passes.testing.equivalence import apply_pass
+
+PASS = "webnn::guard_fuse_prelu"
+X = {"x": np.array([-2.0, 3.0], np.float32).reshape(1, 2, 1, 1)}
+
+
+def prelu_pattern(alpha):
+    """``relu(x) + alpha * relu(-x)`` (the fuzzreach branch's minimized reproducer)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((1, 2, 1, 1))], opset_version=ct.target.iOS17)
+    def prog(x):
+        neg = mb.relu(x=mb.mul(x=x, y=np.float32(-1.0)), name="neg")
+        scaled = mb.mul(x=neg, y=alpha, name="scaled")
+        return mb.add(x=mb.relu(x=x, name="pos"), y=scaled, name="out")
+
+    return prog
+
+
+ONE = np.full((1, 1, 1, 1), -0.1, np.float32)
+
+
+def test_the_pass_raises_without_the_guard():
+    """The bug the guard answers (if coremltools fixes it, the guard may go)."""
+    with pytest.raises(ValueError, match="alpha"):
+        apply_pass(prelu_pattern(ONE), "common::fuse_prelu")
+
+
+def test_the_alpha_is_spread_and_the_pass_then_keeps_the_values():
+    after = check_pass(lambda: prelu_pattern(ONE), PASS, inputs=X)
+    apply_pass(after, "common::fuse_prelu")
+    apply_pass(after, "common::dead_code_elimination")
+    assert op_counts(after)["prelu"] == 1
+    assert_equivalent(prelu_pattern(ONE), after, X)
+
+
+@pytest.mark.parametrize(
+    "alpha", [np.array([-0.1, -0.2], np.float32).reshape(1, 2, 1, 1), np.float32(-0.1)], ids=["per-channel", "scalar"]
+)
+def test_other_alphas_are_left_to_the_pass(alpha):
+    prog = prelu_pattern(alpha)
+    before = str(prog)
+    apply_pass(prog, PASS)
+    assert str(prog) == before
