@@ -48,6 +48,7 @@ _OWN: dict[str, Plant] = {
     "redundant": movement.plant_redundant,
     "large_consts": movement.plant_large_consts,
     "odd_names": movement.plant_odd_names,
+    "symbolic_reshape": movement.plant_symbolic_reshape,
     "quantize_round_trip": quantization.plant_quantize_round_trip,
     "quantized_add": quantization.plant_quantized_add,
     "const_dequantize": quantization.plant_const_dequantize,
@@ -93,6 +94,7 @@ PASS_PLANTS: dict[str, tuple[str, ...]] = {
     "common::remove_redundant_ops": ("redundant",),
     "common::const_deduplication": ("large_consts",),
     "common::sanitize_input_output_names": ("odd_names",),
+    "common::remove_symbolic_reshape": ("symbolic_reshape",),
     "common::nullify_redundant_quantization_zero_point": ("quantize_round_trip",),
     "common::dequantize_quantize_pair_elimination": ("quantize_round_trip",),
     "common::int_op_canonicalization": ("quantize_round_trip",),
@@ -100,6 +102,19 @@ PASS_PLANTS: dict[str, tuple[str, ...]] = {
     "common::dequantize_to_constexpr": ("const_dequantize",),
     "common::merge_affine_dequantize_with_consecutive_ops": ("const_dequantize",),
 }
+
+#: DEFAULT's passes that the generator's own ops give work without a plant of their own.
+REACHED_UNPLANTED: tuple[str, ...] = (
+    "common::cast_optimization",
+    "common::noop_elimination",
+    "common::const_elimination",
+    "common::dedup_op_and_var_names",
+    "common::add_fp16_cast",
+    "common::add_int16_cast",
+    "common::guard_negative_gather_indices",
+    "common::dead_code_elimination",
+    "common::topological_reorder",
+)
 
 #: DEFAULT's passes that no drawn program can give work, and why.
 UNREACHED: dict[str, str] = {

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .default_plants_base import float_dtype, runtime, runtime_of_rank, scalar
-from .grower import Grower, dtype_of, shape_of
+from .grower import Grower, dtype_of, is_static, shape_of
 from .recipe import Ref
 
 
@@ -207,3 +207,19 @@ def plant_odd_names(g: Grower) -> list[Ref]:
         return []
     name = g.choose(("out.1", "1st", "y/z", "a-b", "x:0"))
     return g.emit("identity", {"x": x}, name=name)
+
+
+def plant_symbolic_reshape(g: Grower) -> list[Ref]:
+    """``reshape(x, concat(shape(x)[i] ..., consts))`` of a var with one symbolic dim, as a frontend
+    writes a flatten (``remove_symbolic_reshape`` solves the symbol or writes -1)."""
+    x = g.pick(lambda v: len(shape_of(v)) >= 2 and sum(not is_static(d) for d in shape_of(v)) == 1)
+    if x is None:
+        return []
+    shape = shape_of(g.var(x))
+    dims = g.emit("shape", {"x": x})[0]
+    symbolic = next(i for i, d in enumerate(shape) if not is_static(d))
+    rest = int(np.prod([int(d) for i, d in enumerate(shape) if i != symbolic]))
+    head = g.emit("gather", {"x": dims, "indices": g.ints([symbolic]), "axis": g.ints(0)})[0]
+    pieces = (head, g.ints([rest])) if g.draw(st.booleans()) else (g.ints([rest]), head)
+    target = g.emit("concat", {"values": pieces, "axis": g.ints(0)})[0]
+    return g.emit("reshape", {"x": x, "shape": target})

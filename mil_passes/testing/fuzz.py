@@ -95,11 +95,16 @@ class FuzzReport:
     classes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_CLASSES, 0))
     unchecked: int = 0
 
+    def counts(self) -> dict[str, int]:
+        """Failures per class; a failure not classed as a crash or precision is a miscompile."""
+        crashes, precision = self.classes.get(CRASH, 0), self.classes.get(PRECISION, 0)
+        return {MISCOMPILE: self.failures - crashes - precision, CRASH: crashes, PRECISION: precision}
+
     def line(self) -> str:
         share = 100 * self.rewritten / self.programs if self.programs else 0.0
         text = f"{self.target}: {self.programs} programs, {self.failures} failures, {share:.0f}% rewritten"
         if self.failures:
-            counts = self.classes
+            counts = self.counts()
             text += f": {counts[MISCOMPILE]} miscompiles, {counts[CRASH]} crashes, {counts[PRECISION]} precision"
         if self.unchecked:
             text += f"; {self.unchecked} unchecked"
@@ -108,7 +113,8 @@ class FuzzReport:
     @property
     def serious(self) -> bool:
         """A miscompile or a crash (what the exit status reports)."""
-        return bool(self.classes[MISCOMPILE] or self.classes[CRASH])
+        counts = self.counts()
+        return bool(counts[MISCOMPILE] or counts[CRASH])
 
 
 def default_targets() -> dict[str, Target]:
