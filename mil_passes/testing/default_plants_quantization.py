@@ -34,14 +34,16 @@ def plant_quantize_round_trip(g: Grower) -> list[Ref]:
     (``dequantize_quantize_pair_elimination``), or ``quantize(reshape(dequantize(q)))``
     (``int_op_canonicalization``)."""
     q, dtype, params = _quantized(g)
-    kind = g.choose(("dq", "dq", "qdq", "reshape"))
+    kind = g.choose(("dq", "qdq", "reshape"))
     if kind == "dq":
         return g.emit("dequantize", {"input": q, **params})
     real = g.emit("dequantize", {"input": q, **params})[0]
     if kind == "reshape":
         real = g.emit("reshape", {"x": real, "shape": g.ints([-1])})[0]
-    again = params if g.draw(st.integers(0, 3)) else _params(g, dtype)[1]
-    keep = g.emit("quantize", {"input": real, "output_dtype": dtype, **again})
+    again_dtype, again = (
+        (dtype, params) if g.draw(st.booleans()) else _params(g, g.choose((dtype, dtype, "int8", "uint8")))
+    )
+    keep = g.emit("quantize", {"input": real, "output_dtype": again_dtype, **again})
     if g.chance(4):
         keep += g.emit("relu", {"x": real})  # the dequantize has another reader
     return keep
