@@ -98,7 +98,7 @@ def plant_conv_epilogue(g: Grower) -> list[Ref]:
     const = _weights(g, dtype, shape if not g.chance(6) else tuple(int(d) for d in g.var(conv).shape))
     if kind == "real_div":
         const = np.where(np.abs(const) < 0.1, np.asarray(0.5, const.dtype), const)
-    args = {"x": conv, "y": const} if kind in ("sub", "real_div") or g.draw(st.booleans()) else {"x": const, "y": conv}
+    args = {"x": conv, "y": const} if g.draw(st.booleans()) else {"x": const, "y": conv}
     return g.emit(kind, args)
 
 
