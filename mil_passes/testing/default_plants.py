@@ -38,6 +38,7 @@ _OWN: dict[str, Plant] = {
     "affine_to_batchnorm": linear.plant_affine_to_batchnorm,
     "transpose_matmul": linear.plant_transpose_matmul,
     "onehot_matmul": linear.plant_onehot_matmul,
+    "dilated_conv": linear.plant_dilated_conv,
     "transposes": movement.plant_transposes,
     "reshapes": movement.plant_reshapes,
     "squeeze_expand": movement.plant_squeeze_expand,
@@ -81,6 +82,7 @@ PASS_PLANTS: dict[str, tuple[str, ...]] = {
     "common::fuse_elementwise_to_batchnorm": ("affine_to_batchnorm",),
     "common::fuse_transpose_matmul": ("transpose_matmul",),
     "common::fuse_onehot_matmul_to_gather": ("onehot_matmul",),
+    "common::fuse_dilated_conv": ("dilated_conv",),
     "common::merge_consecutive_transposes": ("transposes",),
     "common::reduce_transposes": ("transposes",),
     "common::merge_consecutive_reshapes": ("reshapes",),
@@ -127,7 +129,6 @@ UNREACHED: dict[str, str] = {
     "common::lower_complex_dialect_ops": "needs complex-dialect ops (complex, fft): only the torch frontend writes "
     "them, and the interpreter has no kernels for them",
     "common::loop_invariant_elimination": "needs while_loop, which the generator's recipes do not build",
-    "common::fuse_dilated_conv": "needs space_to_batch -> conv -> batch_to_space as TensorFlow writes it; not planted",
 }
 
 

@@ -85,7 +85,7 @@ def plant_conv_epilogue(g: Grower) -> list[Ref]:
     else:
         conv = _conv(g, dtype, x, channels, rank, out_channels, bias)
     per_channel = (1, out_channels) + (1,) * (rank - 2)
-    kind = g.choose(("add", "sub", "mul", "real_div", "batch_norm", "transposed_add"))
+    kind = g.choose(("add", "sub", "mul", "mul", "real_div", "batch_norm", "transposed_add"))
     if kind == "batch_norm":
         stats = {name: _weights(g, dtype, (out_channels,)) for name in ("mean", "gamma", "beta")}
         variance = np.abs(_weights(g, dtype, (out_channels,))) + np.asarray(0.5, dtype_np(dtype))
@@ -145,7 +145,8 @@ def plant_layer_norm(g: Grower) -> list[Ref]:
     non-scalar epsilon or a different axis for the variance."""
     dtype = "fp32" if g.draw(st.integers(0, 3)) else "fp16"
     rank = g.draw(st.integers(2, 4))
-    x = runtime_of_rank(g, rank, dtype)
+    sides = [g.draw(st.integers(1, 4)) for _ in range(rank - 1)] + [g.draw(st.integers(2, 4))]
+    x = runtime(g, tuple(sides), dtype)  # at least 2 values normalized: a variance of 0 cancels in fp16
     shape = [int(d) for d in g.var(x).shape]
     count = g.draw(st.integers(1, min(2, rank - 1)))
     axes = list(range(-count, 0))
@@ -220,3 +221,23 @@ def plant_onehot_matmul(g: Grower) -> list[Ref]:
         },
     )[0]
     return g.emit("matmul", {"x": hot, "y": _weights(g, dtype, (depth, g.draw(st.integers(1, 3))))})
+
+
+def plant_dilated_conv(g: Grower) -> list[Ref]:
+    """``batch_to_space(conv(space_to_batch(x, [d, d])), [d, d])``, TensorFlow's dilated conv
+    (``fuse_dilated_conv``), without padding and crops; the look-alike: block shapes that differ."""
+    dtype = float_dtype(g)
+    d = g.draw(st.integers(2, 3))
+    kernel = (g.draw(st.integers(1, 2)), g.draw(st.integers(1, 2)))
+    sides = [d * g.draw(st.integers(max(kernel), 2)) for _ in range(2)]
+    channels = g.draw(st.integers(1, 2))
+    x = runtime(g, (1, channels, *sides), dtype)
+    zeros = g.ints([[0, 0], [0, 0]])
+    spread = g.emit("space_to_batch", {"x": x, "block_shape": g.ints([d, d]), "paddings": zeros})[0]
+    weight = _weights(g, dtype, (g.draw(st.integers(1, 2)), channels, *kernel))
+    conv = g.emit("conv", {"x": spread, "weight": weight, "pad_type": "valid"})[0]
+    back = [d, d] if g.draw(st.integers(0, 4)) else [d, 1]
+    out = [int(s) for s in g.var(conv).shape]
+    if back == [d, 1] and out[0] % d:
+        back = [d, d]
+    return g.emit("batch_to_space", {"x": conv, "block_shape": g.ints(back), "crops": zeros})
