@@ -85,5 +85,5 @@ def plant_const_dequantize(g: Grower) -> list[Ref]:
                 real = g.emit("reshape", {"x": real, "shape": g.ints([int(np.prod(shape_now))])})[0]
             else:
                 real = g.emit("expand_dims", {"x": real, "axes": g.ints([0])})[0]
-    shape_now = tuple(int(d) for d in g.var(real).shape)
-    return g.emit("add", {"x": real, "y": runtime(g, shape_now, "fp32")})
+    final = tuple(int(d) for d in g.var(real).shape)
+    return g.emit("add", {"x": real, "y": runtime(g, final, "fp32")})
