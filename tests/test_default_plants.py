@@ -37,6 +37,7 @@ def test_every_pass_of_default_is_planted_reached_or_listed_with_a_reason():
 def test_a_coremltools_target_gets_its_plants_the_packages_and_the_mix():
     assert plants_for("common::fuse_gelu_exact") == (*PLANTS, "gelu_exact", "default_mix")
     assert plants_for("pipeline") == (*PLANTS, "default_mix")
+    assert "rename_duplicate_temporaries" not in plants_for("common::fuse_prelu", unique_names=True)
     assert plant_names(plants_for("common::fuse_prelu")) == plants_for("common::fuse_prelu")
     assert strategy_for("common::fuse_gelu_exact") is not None and strategy_for("webnn::fold_shape_ops") is not None
 

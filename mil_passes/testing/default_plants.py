@@ -132,9 +132,15 @@ UNREACHED: dict[str, str] = {
 }
 
 
+#: The package's plant that names two vars alike on purpose (MIL names are unique: coremltools'
+#: passes other than ``dedup_op_and_var_names`` may assume so).
+DUPLICATE_NAMES = "rename_duplicate_temporaries"
+
+
 def plant_default_mix(g: Grower) -> list[Ref]:
-    """One to three plants drawn from all of DEFAULT's and the package's."""
-    everything = {**_OWN, **PLANTS}
+    """One to three plants drawn from all of DEFAULT's and the package's (names stay unique in a
+    program drawn without a name pool)."""
+    everything = {**_OWN, **{name: plant for name, plant in PLANTS.items() if g.name_pool or name != DUPLICATE_NAMES}}
     kept: list[Ref] = []
     for _ in range(g.draw(st.integers(1, 3))):
         kept += everything[g.choose(sorted(everything))](g)
@@ -144,6 +150,8 @@ def plant_default_mix(g: Grower) -> list[Ref]:
 DEFAULT_PLANTS: dict[str, Plant] = {**_OWN, "default_mix": plant_default_mix}
 
 
-def plants_for(target: str) -> tuple[str, ...]:
-    """The plants for a coremltools target (a pass name, or a pipeline)."""
-    return (*PLANTS, *PASS_PLANTS.get(target, ()), "default_mix")
+def plants_for(target: str, unique_names: bool = False) -> tuple[str, ...]:
+    """The plants for a coremltools target (a pass name, or a pipeline); with ``unique_names``,
+    not the package's duplicate-names plant."""
+    package = [name for name in PLANTS if not (unique_names and name == DUPLICATE_NAMES)]
+    return (*package, *PASS_PLANTS.get(target, ()), "default_mix")

@@ -34,7 +34,7 @@ def plant_quantize_round_trip(g: Grower) -> list[Ref]:
     (``dequantize_quantize_pair_elimination``), or ``quantize(reshape(dequantize(q)))``
     (``int_op_canonicalization``)."""
     q, dtype, params = _quantized(g)
-    kind = g.choose(("dq", "qdq", "reshape"))
+    kind = g.choose(("dq", "qdq", "reshape", "reshape"))
     if kind == "dq":
         return g.emit("dequantize", {"input": q, **params})
     real = g.emit("dequantize", {"input": q, **params})[0]

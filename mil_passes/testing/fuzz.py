@@ -230,7 +230,7 @@ def strategy_for(name: str) -> SearchStrategy:
         return programs()
     pass_name = name[len(PIPELINE_PREFIX) :] if name.startswith(PIPELINE_PREFIX) else name
     duplicates = pass_name in ("common::dedup_op_and_var_names", "mil_passes")
-    return programs(plant=plants_for(pass_name), name_pool=NAME_POOL if duplicates else None)
+    return programs(plant=plants_for(pass_name, not duplicates), name_pool=NAME_POOL if duplicates else None)
 
 
 def checker(name: str) -> Callable[[DrawnProgram, Target], bool]:
