@@ -71,17 +71,14 @@ def plant_leaky_relu(g: Grower) -> list[Ref]:
 
 
 def plant_prelu(g: Grower) -> list[Ref]:
-    """``relu(x) + a * relu(-x)`` on a rank-4 ``x`` with ``a`` per channel, now and then behind a
-    channel-last transpose; and ``prelu`` itself, with one alpha for every channel half the time
-    (``prelu_to_lrelu``)."""
+    """``relu(x) + a * relu(-x)`` on a rank-4 ``x`` with ``a`` per channel (the same for every
+    channel half the time), now and then behind a channel-last transpose."""
     dtype = float_dtype(g)
     channels = g.draw(st.integers(1, 4))
     shape = (1, channels, g.draw(st.integers(1, 3)), g.draw(st.integers(1, 3)))
     x = runtime(g, shape, dtype)
     uniform = g.draw(st.booleans())
     alpha = np.full(channels, 0.25) if uniform else np.linspace(0.1, 0.9, channels)
-    if g.chance(3):
-        return g.emit("prelu", {"x": x, "alpha": alpha.astype(dtype_np(dtype))})
     last = g.chance(3)
     if last:
         x = g.emit("transpose", {"x": x, "perm": g.ints([0, 2, 3, 1])})[0]
@@ -93,6 +90,15 @@ def plant_prelu(g: Grower) -> list[Ref]:
     negative = g.emit("relu", {"x": negated})[0]
     scaled = g.emit("mul", {"x": negative, "y": (-alpha).reshape(a_shape).astype(dtype_np(dtype))})[0]
     return g.emit("add", {"x": positive, "y": scaled})
+
+
+def plant_prelu_op(g: Grower) -> list[Ref]:
+    """``prelu`` itself, with one alpha for every channel three times in four (``prelu_to_lrelu``)."""
+    dtype = float_dtype(g)
+    channels = g.draw(st.integers(1, 4))
+    x = runtime(g, (1, channels, g.draw(st.integers(1, 3)), g.draw(st.integers(1, 3))), dtype)
+    alpha = np.linspace(0.1, 0.9, channels) if g.chance(4) else np.full(channels, g.choose((0.25, 0.0, 1.5)))
+    return g.emit("prelu", {"x": x, "alpha": alpha.astype(dtype_np(dtype))})
 
 
 def dtype_np(dtype: str) -> type:

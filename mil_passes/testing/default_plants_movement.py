@@ -210,16 +210,17 @@ def plant_odd_names(g: Grower) -> list[Ref]:
 
 
 def plant_symbolic_reshape(g: Grower) -> list[Ref]:
-    """``reshape(x, concat(shape(x)[i] ..., consts))`` of a var with one symbolic dim, as a frontend
-    writes a flatten (``remove_symbolic_reshape`` solves the symbol or writes -1)."""
-    x = g.pick(lambda v: len(shape_of(v)) >= 2 and sum(not is_static(d) for d in shape_of(v)) == 1)
+    """``reshape(x, concat(shape(x)[i] ..., consts))`` of a var with symbolic dims, as a frontend
+    writes a flatten: the symbolic dims come from ``shape``, the static rest is one const
+    (``remove_symbolic_reshape`` solves the symbols or writes -1)."""
+    x = g.pick(lambda v: len(shape_of(v)) >= 1 and any(not is_static(d) for d in shape_of(v)))
     if x is None:
         return []
     shape = shape_of(g.var(x))
     dims = g.emit("shape", {"x": x})[0]
-    symbolic = next(i for i, d in enumerate(shape) if not is_static(d))
-    rest = int(np.prod([int(d) for i, d in enumerate(shape) if i != symbolic]))
-    head = g.emit("gather", {"x": dims, "indices": g.ints([symbolic]), "axis": g.ints(0)})[0]
+    symbolic = [i for i, d in enumerate(shape) if not is_static(d)]
+    rest = int(np.prod([int(d) for d in shape if is_static(d)]))
+    head = g.emit("gather", {"x": dims, "indices": g.ints(symbolic), "axis": g.ints(0)})[0]
     pieces = (head, g.ints([rest])) if g.draw(st.booleans()) else (g.ints([rest]), head)
     target = g.emit("concat", {"values": pieces, "axis": g.ints(0)})[0]
     return g.emit("reshape", {"x": x, "shape": target})
