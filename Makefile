@@ -47,7 +47,7 @@ fuzz: $(VENV)/.installed-test
 # `mil-passes verify` checks them, on programs with DEFAULT's patterns planted in; failures are
 # classed (miscompile, crash, precision) and minimized into scripts under reproducers/. Exits 1 on a
 # miscompile or a crash. `pipeline:mil_passes` is mil_passes.pipeline() as one target. 40 programs per
-# target (63 targets) take about 35 minutes on 2 cores.
+# target (63 targets) took 20 minutes on 2 cores (30 with other work running).
 FUZZ_CT_EXAMPLES ?= 40
 fuzz-coremltools: $(VENV)/.installed-test
 	$(BIN)/python -m mil_passes.testing.fuzz --each-pass-of default --pipeline default --pipeline mil_passes \
