@@ -89,8 +89,14 @@ def test_a_seed_fixes_the_run():
 
 
 def test_report_line_format():
-    report = FuzzReport("webnn::x", programs=8, failures=1, rewritten=3)
-    assert report.line() == "webnn::x: 8 programs, 1 failures, 38% rewritten"
+    report = FuzzReport("webnn::x", programs=8, failures=0, rewritten=3)
+    assert report.line() == "webnn::x: 8 programs, 0 failures, 38% rewritten"
+    report = FuzzReport("common::x", programs=8, failures=3, rewritten=3, unchecked=2)
+    report.classes.update(crash=1, precision=1)
+    assert report.line() == (
+        "common::x: 8 programs, 3 failures, 38% rewritten: 1 miscompiles, 1 crashes, 1 precision; 2 unchecked"
+    )
+    assert report.serious and not FuzzReport("y", 8, 1, 0, classes={"precision": 1}).serious
 
 
 def test_targets_are_every_registered_pass_the_pipeline_and_lint():
@@ -118,8 +124,20 @@ def test_cli_exit_codes_and_output(capsys, monkeypatch):
     monkeypatch.setattr(fuzz_module, "fuzz", failing)
     assert main(["--pass", BROKEN, "--examples", "20"]) == 1
     assert capsys.readouterr().out == (
-        f"{BROKEN}: 20 programs, 2 failures, 5% rewritten\n"
-        f"--- {BROKEN}: minimal failing program 1 of 1\nAssertionError: differs\nmain[CoreML7](...)\n\n"
+        f"{BROKEN}: 20 programs, 2 failures, 5% rewritten: 2 miscompiles, 0 crashes, 0 precision\n"
+        f"--- {BROKEN}: minimal failing program 1 of 1 (miscompile)\nAssertionError: differs\nmain[CoreML7](...)\n\n"
+    )
+
+    def precision_only(name, target, *, examples, at, progress=None):
+        report = FuzzReport(name, examples, 2, 1, [Failure("Fp16Changed: differs", Shown(), "precision")])
+        report.classes["precision"] = 2
+        return report
+
+    monkeypatch.setattr(fuzz_module, "fuzz", precision_only)
+    assert main(["--pass", BROKEN, "--examples", "20"]) == 0  # precision alone does not fail the run
+    assert capsys.readouterr().out.startswith(
+        f"{BROKEN}: 20 programs, 2 failures, 5% rewritten: 0 miscompiles, 0 crashes, 2 precision\n"
+        f"--- {BROKEN}: minimal failing program 1 of 1 (precision)\n"
     )
 
     with pytest.raises(SystemExit) as stop:
@@ -148,7 +166,8 @@ def test_jobs_fuzz_targets_in_workers_with_the_same_output(capsys, monkeypatch):
     monkeypatch.setattr(fuzz_module, "fuzz", failing)  # forked workers inherit the patch
     assert main(["--pass", CORRECT, "--pass", BROKEN, "--examples", "3", "--jobs", "2"]) == 1
     assert capsys.readouterr().out == (
-        f"{CORRECT}: 3 programs, 0 failures, 0% rewritten\n{BROKEN}: 3 programs, 1 failures, 0% rewritten\n"
+        f"{CORRECT}: 3 programs, 0 failures, 0% rewritten\n"
+        f"{BROKEN}: 3 programs, 1 failures, 0% rewritten: 1 miscompiles, 0 crashes, 0 precision\n"
     )
     with pytest.raises(SystemExit) as stop:
         main(["--jobs", "0"])

@@ -17,10 +17,19 @@ does not promise bit-exact or idempotent passes). ``--minimize`` shrinks each fa
 further (``minimize.py``) and writes it as a standalone script (``reproducer.py``) under
 ``--reproducers`` (default ``reproducers/``). One line per target::
 
-    webnn::NAME: N programs, F failures, H% rewritten
+    webnn::NAME: N programs, F failures, H% rewritten[: M miscompiles, C crashes, P precision][; U unchecked]
 
 ("rewritten": the printed program changed), then each failure shrunk to a minimal program in
-MIL text form with its feeds. Exits 1 if anything failed. Runs are reproducible: the example
+MIL text form with its feeds. Each failure has a class: *miscompile* (an output changed beyond
+the pass's declared precision, or the program no longer validates), *crash* (the pass raised),
+or *precision* (a pass that declares fp16 compute, ``common::add_fp16_cast``, changed only
+values: fp16 rounding or overflow beyond ±65504, which that pass documents); "unchecked" counts
+programs where the interpreter had no kernel for an op a pass made. Exits 1 if any target has a
+miscompile or a crash.
+
+coremltools targets draw programs with DEFAULT's patterns planted in (``default_plants.py``):
+each target gets its own plants, the package's, and a mix of the others; names are unique
+except for ``common::dedup_op_and_var_names`` and the package's targets. Runs are reproducible: the example
 database is off and ``--seed`` fixes the draws. ``--jobs`` runs that many targets at once, in
 worker processes; the output is the same, in the same order. A progress line per tenth of the
 programs goes to stderr.
@@ -50,11 +59,13 @@ from hypothesis.strategies import SearchStrategy
 from ..pipeline import PASS_NAMES, pipeline
 from ..verify import resolve_pipeline, verify_program
 from .equivalence import assert_equivalent, check_pass
+from .failure_class import CRASH, FAILURE_CLASSES, MISCOMPILE, PRECISION, failure_class
 from .lint_contract import check_lint_contract
 from .minimize import minimize
 from .recipe import program_text
+from .default_plants import plants_for
 from .reproducer import write_reproducer
-from .strategies import DrawnProgram, programs
+from .strategies import NAME_POOL, DrawnProgram, programs
 
 Target: TypeAlias = "str | PassPipeline"
 LINT = "lint"  # the target that checks lint against the passes, not a pass
@@ -66,6 +77,7 @@ class Failure:
 
     error: str
     program: DrawnProgram
+    kind: str = MISCOMPILE  # one of FAILURE_CLASSES
 
     def __str__(self) -> str:
         return f"{self.error}\n{self.program!r}"
@@ -80,10 +92,29 @@ class FuzzReport:
     failures: int = 0
     rewritten: int = 0
     minimal: list[Failure] = field(default_factory=list)
+    classes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_CLASSES, 0))
+    unchecked: int = 0
+
+    def counts(self) -> dict[str, int]:
+        """Failures per class; a failure not classed as a crash or precision is a miscompile."""
+        crashes, precision = self.classes.get(CRASH, 0), self.classes.get(PRECISION, 0)
+        return {MISCOMPILE: self.failures - crashes - precision, CRASH: crashes, PRECISION: precision}
 
     def line(self) -> str:
         share = 100 * self.rewritten / self.programs if self.programs else 0.0
-        return f"{self.target}: {self.programs} programs, {self.failures} failures, {share:.0f}% rewritten"
+        text = f"{self.target}: {self.programs} programs, {self.failures} failures, {share:.0f}% rewritten"
+        if self.failures:
+            counts = self.counts()
+            text += f": {counts[MISCOMPILE]} miscompiles, {counts[CRASH]} crashes, {counts[PRECISION]} precision"
+        if self.unchecked:
+            text += f"; {self.unchecked} unchecked"
+        return text
+
+    @property
+    def serious(self) -> bool:
+        """A miscompile or a crash (what the exit status reports)."""
+        counts = self.counts()
+        return bool(counts[MISCOMPILE] or counts[CRASH])
 
 
 def default_targets() -> dict[str, Target]:
@@ -146,9 +177,10 @@ def check_drawn(drawn: DrawnProgram, target: Target) -> bool:
     return program_text(after) != program_text(before)
 
 
-def check_verified(drawn: DrawnProgram, target: Target) -> bool:
+def check_verified(drawn: DrawnProgram, target: Target, statuses: set[str] | None = None) -> bool:
     """``verify_program`` of ``target`` (a pass or a pipeline) on the drawn program and its feeds;
-    raises naming the culprit pass. True if the program printed differently after."""
+    raises naming the culprit pass (the error's ``failure_class`` says which class). True if the
+    program printed differently after. ``statuses`` gets every pass's status."""
     built: list = []
 
     def build():
@@ -156,23 +188,49 @@ def check_verified(drawn: DrawnProgram, target: Target) -> bool:
         return built[-1]  # verify runs the passes on it
 
     verification = verify_program(build, [target] if isinstance(target, str) else target, feeds=drawn.feeds)
+    if statuses is not None:
+        statuses.update(row.status for row in verification.rows)
     culprit = verification.culprit
     if culprit is not None:
-        raise culprit_error(culprit.name, culprit.status)(f"{culprit.name} {culprit.status}: {culprit.reason()}")
+        after = built[0] if culprit.status == "changed" else None
+        kind = failure_class(culprit, drawn.reference(), after, drawn.feeds)
+        raise culprit_error(culprit.name, culprit.status, kind)(f"{culprit.name} {culprit.status}: {culprit.reason()}")
     return program_text(built[0]) != program_text(drawn.reference())
 
 
-_CULPRIT_ERRORS: dict[tuple[str, str], type[AssertionError]] = {}
+def classify(error: BaseException) -> str:
+    """The class of a failure: a culprit error carries it; an assertion of the package's own
+    checks is a miscompile; any other exception, a crash."""
+    kind = getattr(error, "failure_class", None)
+    if kind is not None:
+        return kind
+    return MISCOMPILE if isinstance(error, AssertionError) else CRASH
 
 
-def culprit_error(pass_name: str, status: str) -> type[AssertionError]:
-    """An AssertionError class for each culprit pass and status: hypothesis tells failures apart
-    by exception type and line, so a pipeline's culprits are shrunk and reported one by one."""
-    key = (pass_name, status)
+_CULPRIT_ERRORS: dict[tuple[str, str, str], type[AssertionError]] = {}
+
+
+def culprit_error(pass_name: str, status: str, kind: str = MISCOMPILE) -> type[AssertionError]:
+    """An AssertionError class for each culprit pass, status and failure class: hypothesis tells
+    failures apart by exception type and line, so a pipeline's culprits are shrunk and reported
+    one by one."""
+    key = (pass_name, status, kind)
     if key not in _CULPRIT_ERRORS:
         label = "".join(part.title() for part in re.split(r"[^A-Za-z0-9]+", pass_name) if part)
-        _CULPRIT_ERRORS[key] = type(f"{label}{status.title()}", (AssertionError,), {})
+        suffix = "" if kind == MISCOMPILE else kind.title()
+        _CULPRIT_ERRORS[key] = type(f"{label}{status.title()}{suffix}", (AssertionError,), {"failure_class": kind})
     return _CULPRIT_ERRORS[key]
+
+
+def strategy_for(name: str) -> SearchStrategy:
+    """The programs a target is fuzzed on: the package's targets get ``programs()``; coremltools'
+    passes and pipelines get DEFAULT's plants too (:func:`~.default_plants.plants_for`), with
+    unique names unless the target renames duplicates."""
+    if is_package_target(name):
+        return programs()
+    pass_name = name[len(PIPELINE_PREFIX) :] if name.startswith(PIPELINE_PREFIX) else name
+    duplicates = pass_name in ("common::dedup_op_and_var_names", "mil_passes")
+    return programs(plant=plants_for(pass_name, not duplicates), name_pool=NAME_POOL if duplicates else None)
 
 
 def checker(name: str) -> Callable[[DrawnProgram, Target], bool]:
@@ -217,16 +275,23 @@ def fuzz(
 ) -> FuzzReport:
     """Check ``target`` on ``examples`` drawn programs; shrink the failures if there are any.
     ``progress`` gets the report after each program."""
-    strategy = programs() if strategy is None else strategy
+    strategy = strategy_for(name) if strategy is None else strategy
     report = FuzzReport(name)
     check = checker(name)
+    statuses: set[str] = set()
 
     def count(drawn: DrawnProgram) -> None:
         report.programs += 1
+        statuses.clear()
         try:
-            report.rewritten += check(drawn, target)
-        except Exception:
+            if check is check_verified:
+                report.rewritten += check_verified(drawn, target, statuses)
+            else:
+                report.rewritten += check(drawn, target)
+        except Exception as error:
             report.failures += 1
+            report.classes[classify(error)] += 1
+        report.unchecked += "unchecked" in statuses
         if progress is not None:
             progress(report)
 
@@ -252,7 +317,7 @@ def shrink(
             check_one(drawn, target)
         except Exception as error:
             if current_build_context().is_final:
-                found.append(Failure(_describe(error), drawn))
+                found.append(Failure(_describe(error), drawn, classify(error)))
             raise
 
     try:
@@ -292,11 +357,11 @@ def _rendered(name: str, examples: int, at: int, reproducers: str | None = None)
     report = fuzz(name, target, examples=examples, at=at, progress=_progress_every(examples))
     parts = [report.line() + "\n"]
     for i, failure in enumerate(report.minimal, 1):
-        parts.append(f"--- {name}: minimal failing program {i} of {len(report.minimal)}\n{failure}\n")
+        parts.append(f"--- {name}: minimal failing program {i} of {len(report.minimal)} ({failure.kind})\n{failure}\n")
         if reproducers is not None:
             parts.append(minimized_reproducer(name, target, failure, i, reproducers) + "\n")
         parts.append("\n")
-    return "".join(parts), report.failures > 0
+    return "".join(parts), report.serious
 
 
 def minimized_reproducer(name: str, target: Target, failure: Failure, number: int, folder: str) -> str:

@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .grower import BASIC, NUMERIC, Grower, dtype_of, is_static, shape_of
+from .default_plants import DEFAULT_PLANTS
 from .plants import PLANTS
 from .recipe import Ref
 
@@ -20,10 +21,13 @@ def grow_program(g: Grower, max_ops: int, nested: bool, plants: tuple[str, ...])
     planted: list[str] = []
 
     def plant(name: str) -> None:
-        kept = PLANTS[name](g)
+        start = len(g.scopes[-1])
+        kept = (PLANTS[name] if name in PLANTS else DEFAULT_PLANTS[name])(g)
         if kept:
             g.keep.extend(kept)
             planted.append(name)
+            if name in DEFAULT_PLANTS and not g.chance(4):  # a fusion's inner vars read later block it
+                g.scopes[-1][start:] = [ref for ref in g.scopes[-1][start:] if ref in kept]
 
     for i in range(max_ops + 1):
         for name in plants:

@@ -151,6 +151,8 @@ def plant_bool_round_trip(g: Grower) -> list[Ref]:
     look-alikes that must stay (an int cond, a float cast to uint8 then to bool)."""
     narrow = "uint8" if g.ios17 else "int32"
     stem = g.choose(("out", "t", "cmp"))
+    if not g.name_pool:  # programs with unique names (coremltools' targets): one stem per plant
+        stem = g.name(stem)
     source = g.choose(("compare", "compare", "bool", "int", "float"))
     if source in ("compare", "bool"):
         flag = g.pick(lambda v: dtype_of(v) == "bool" and len(shape_of(v)) >= 1) if source == "bool" else None
@@ -167,7 +169,7 @@ def plant_bool_round_trip(g: Grower) -> list[Ref]:
         if runtime_float is None:
             return []
         wide = g.emit("cast", {"x": runtime_float, "dtype": narrow}, name=stem)[0]
-    name = f"{stem}_bool" if g.draw(st.booleans()) else None  # WebNN reuses the producer's name
+    name = f"{stem}_bool" if g.name_pool and g.draw(st.booleans()) else None  # WebNN reuses the producer's name
     cond = g.emit("cast", {"x": wide, "dtype": "bool"}, name=name)[0]
     shape = shape_of(g.var(cond))
     consumer = g.choose(("select", "select", "logical_and", "logical_or", "logical_not"))

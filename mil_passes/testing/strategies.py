@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from .grower import MAX_SYMBOL, SMALL_INT, Grower, shape_of
 from .growth import choose_outputs, grow_program
 from .op_table import OP_TABLE
+from .default_plants import DEFAULT_PLANTS
 from .plants import PLANTS
 from .recipe import DTYPES, DrawnProgram, InputDecl, Recipe, TensorType, function_of
 
@@ -171,7 +172,7 @@ def plant_names(plant: bool | Iterable[str] | None) -> tuple[str, ...]:
     if not plant:
         return ()
     names = tuple(name.split("::")[-1] for name in plant)
-    unknown = [n for n in names if n not in PLANTS]
+    unknown = [n for n in names if n not in PLANTS and n not in DEFAULT_PLANTS]
     if unknown:
         raise ValueError(f"no plant for pass {unknown[0]!r}; plants exist for: {', '.join(PLANTS)}")
     return names

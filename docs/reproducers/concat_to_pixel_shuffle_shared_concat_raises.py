@@ -1,0 +1,118 @@
+"""common::concat_to_pixel_shuffle raised: ValueError: Cannot delete op 'concat_11' with active output at id 0: 'concat_11' used by ops ['shape_14'].
+
+Found by mil-passes' fuzzer (python -m mil_passes.testing.fuzz --minimize) and shrunk to the
+program below; mil-passes verify names the same pass. Needs only coremltools and numpy.
+Exit status: 1 while the bug is present, 0 once it is fixed.
+"""
+
+import sys
+
+import numpy as np
+import coremltools as ct
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import Function, Program, types
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+from coremltools.converters.mil.mil.program import Symbol
+
+nan, inf = float("nan"), float("inf")
+PASSES = ['common::concat_to_pixel_shuffle']
+# The outputs before the passes, by mil-passes' reference interpreter, on FEEDS.
+FEEDS = {'x1': np.array([[[[-50.0]]]], dtype=np.float32), 'x2': np.array([[[[-60.0]]]], dtype=np.float32), 'x3': np.array([[[[-30.0]]]], dtype=np.float32), 'x4': np.array([[[[-10.0]]]], dtype=np.float32)}
+EXPECTED = {'x1': np.array([[[[-50.0]]]], dtype=np.float32)}
+
+
+def const(value, name):
+    """A named const, as the fuzzer makes them (0-d bools and int32s as Python scalars)."""
+    if np.ndim(value) == 0:
+        value = np.asarray(value)
+        value = value.item() if value.dtype in (np.bool_, np.int32) else value[()]
+    return mb.const(val=value, name=name)
+
+
+def build(inputs_as_consts=False):
+    """The program; with ``inputs_as_consts`` its inputs are consts holding FEEDS, so that
+    coremltools' own value inference computes every value (no Core ML needed)."""
+    specs = {} if inputs_as_consts else {'x1': mb.TensorSpec(shape=(1, 1, 1, 1), dtype=types.fp32), 'x2': mb.TensorSpec(shape=(1, 1, 1, 1), dtype=types.fp32), 'x3': mb.TensorSpec(shape=(1, 1, 1, 1), dtype=types.fp32), 'x4': mb.TensorSpec(shape=(1, 1, 1, 1), dtype=types.fp32)}
+    with Function(specs, opset_version=ct.target.iOS17) as func:
+        v0 = const(FEEDS['x1'], 'x1') if inputs_as_consts else func.inputs['x1']
+        v1 = const(FEEDS['x2'], 'x2') if inputs_as_consts else func.inputs['x2']
+        v2 = const(FEEDS['x3'], 'x3') if inputs_as_consts else func.inputs['x3']
+        v3 = const(FEEDS['x4'], 'x4') if inputs_as_consts else func.inputs['x4']
+        v4 = mb.concat(values=(v3, v2), axis=const(np.array(2, dtype=np.int32), 'concat_10_axis'), interleave=const(np.array(True, dtype=np.bool_), 'concat_10_interleave'), name='concat_10')
+        v5 = mb.concat(values=(v1, v1), axis=const(np.array(2, dtype=np.int32), 'concat_11_axis'), interleave=const(np.array(True, dtype=np.bool_), 'concat_11_interleave'), name='concat_11')
+        v6 = mb.concat(values=(v4, v5), axis=const(np.array(3, dtype=np.int32), 'concat_12_axis'), interleave=const(np.array(True, dtype=np.bool_), 'concat_12_interleave'), name='concat_12')
+        v7 = mb.shape(x=v5, name='shape_14')
+        func.set_outputs([v0])
+    prog = Program()
+    prog.add_function("main", func)
+    return prog
+
+
+CHANGE = 'other'  # what changed: values need Core ML unless they are const
+
+
+def describe(var):
+    return f"{types.builtin_to_string(var.dtype)}{list(var.shape)}"
+
+
+def computes_fp16(prog):
+    return any(types.builtin_to_string(var.dtype) == "fp16" for op in prog.functions["main"].operations
+               if op.op_type != "const" for var in op.outputs if var.sym_type is not None)
+
+
+def within_precision(got, want, fp16):
+    """As mil-passes verify judges: the largest change at most atol, or at most rtol of the
+    output's largest finite magnitude (fp16: 1e-2 and 1e-2; fp32: 1e-4 and 1e-5)."""
+    rtol, atol = (1e-2, 1e-2) if fp16 else (1e-4, 1e-5)
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    same = (np.isnan(got) & np.isnan(want)) | (got == want)
+    with np.errstate(invalid="ignore", over="ignore"):
+        change = np.where(same, 0.0, np.nan_to_num(np.abs(got - want), nan=np.inf)).max(initial=0.0)
+    scale = np.abs(want[np.isfinite(want)]).max(initial=0.0)
+    return change <= atol or (scale > 0 and change / scale <= rtol)
+
+
+def run(inputs_as_consts):
+    """0 as intended, 1 the bug, 2 cannot tell: the passes on the program, then each output
+    against EXPECTED (dtype and shape; values where coremltools knows them)."""
+    prog = build(inputs_as_consts)
+    before = [describe(var) for var in prog.functions["main"].outputs]
+    try:
+        for name in PASSES:
+            PASS_REGISTRY[name](prog)
+    except Exception as error:
+        print(f"{PASSES[-1]} raises {type(error).__name__}: {error}")
+        return 1
+    status = 0
+    for var, was, (name, want) in zip(prog.functions["main"].outputs, before, EXPECTED.items()):
+        now = describe(var)
+        try:
+            got = None if var.val is None else np.asarray(var.val, dtype=types.nptype_from_builtin(var.dtype))
+        except (OverflowError, ValueError) as error:  # a value its declared dtype cannot hold
+            print(f"output {name}: before {was} = {want.tolist()}; after {now} holds {var.val!r}: {error}")
+            status = 1
+            continue
+        print(f"output {name}: before {was} = {want.tolist()}; after {now} = "
+              f"{'(computed at run time)' if got is None else got.tolist()}")
+        if now != was:
+            status = 1
+        elif got is not None and not within_precision(got, want, computes_fp16(prog)):
+            status = 1
+        elif got is None and CHANGE == "values":
+            status = max(status, 2)  # values known only at run time
+    if status == 2:
+        print(f"the program after {PASSES[-1]}:{prog}")
+    return status
+
+
+def main():
+    status = run(inputs_as_consts=False)
+    if status == 2:  # values: coremltools' value inference computes them from consts, but the
+        print("with the inputs as consts:")  # pass may leave that program alone: only 1 tells
+        status = 1 if run(inputs_as_consts=True) == 1 else 2
+    print("bug present" if status == 1 else "fixed" if status == 0 else "cannot tell without Core ML")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

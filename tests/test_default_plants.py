@@ -1,0 +1,97 @@
+"""The DEFAULT plants give each pass of coremltools' DEFAULT its pattern; failures get a class."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
+from hypothesis import HealthCheck, Phase, find, settings
+
+from mil_passes.testing.default_plants import PASS_PLANTS, REACHED_UNPLANTED, UNREACHED, plants_for
+from mil_passes.testing.failure_class import (
+    CRASH,
+    MISCOMPILE,
+    PRECISION,
+    changed_only_where_nonfinite,
+    failure_class,
+)
+from mil_passes.testing.fuzz import check_verified, strategy_for
+from mil_passes.testing.plants import PLANTS
+from mil_passes.testing.strategies import plant_names, programs
+from mil_passes.verify import OutputChange, PassRow
+
+FIRST = settings(
+    max_examples=40, database=None, deadline=None, phases=(Phase.generate,), suppress_health_check=list(HealthCheck)
+)
+
+
+def test_every_pass_of_default_is_planted_reached_or_listed_with_a_reason():
+    distinct = set(PassPipeline.DEFAULT.passes)
+    planted, reached, unreached = set(PASS_PLANTS), set(REACHED_UNPLANTED), set(UNREACHED)
+    assert planted | reached | unreached == distinct
+    assert not planted & reached and not planted & unreached and not reached & unreached
+    assert all(reason.startswith("needs ") for reason in UNREACHED.values())
+
+
+def test_a_coremltools_target_gets_its_plants_the_packages_and_the_mix():
+    assert plants_for("common::fuse_gelu_exact") == (*PLANTS, "gelu_exact", "default_mix")
+    assert plants_for("pipeline") == (*PLANTS, "default_mix")
+    assert "rename_duplicate_temporaries" not in plants_for("common::fuse_prelu", unique_names=True)
+    assert plant_names(plants_for("common::fuse_prelu")) == plants_for("common::fuse_prelu")
+    assert strategy_for("common::fuse_gelu_exact") is not None and strategy_for("webnn::fold_shape_ops") is not None
+
+
+@pytest.mark.parametrize("name", sorted(PASS_PLANTS))
+def test_each_plant_gives_its_pass_work(name):
+    """A small program with the pass's plants that the pass rewrites, without a failure."""
+    strategy = programs(plant=PASS_PLANTS[name], max_ops=1, nested=False, name_pool=None)
+
+    def rewrites(drawn) -> bool:
+        try:
+            return check_verified(drawn, name)
+        except AssertionError:  # a coremltools bug the fuzzer reports (docs/coremltools-passes.md)
+            return False
+
+    assert find(strategy, rewrites, settings=FIRST).planted
+
+
+def _row(status, outputs=(), name="common::fuse_gelu_exact", error=None):
+    return PassRow(1, name, 0.0, 3, 1, status, {o.name: o for o in outputs}, error)
+
+
+def _change(dtype_after="fp32", shape_after=(2,)):
+    return OutputChange("y", "fp32", dtype_after, [2], list(shape_after), 1.0, 1.0, "changed")
+
+
+def test_failure_classes_of_rows():
+    assert failure_class(_row("raised", error="IndexError: x")) == CRASH
+    assert failure_class(_row("invalid", error="validate() failed")) == MISCOMPILE
+    assert failure_class(_row("changed", [_change("int32")], "common::add_fp16_cast")) == MISCOMPILE
+    assert failure_class(_row("changed", [_change(shape_after=(3,))], "common::add_fp16_cast")) == MISCOMPILE
+    assert failure_class(_row("changed", [_change()], "common::add_fp16_cast")) == PRECISION
+    assert failure_class(_row("changed", [_change()])) == MISCOMPILE  # no programs: no excuse
+
+
+def _programs_pair(after_value: float):
+    @mb.program(input_specs=[mb.TensorSpec((2,))])
+    def before(x):
+        return mb.mul(x=x, y=np.float32(0.0))  # NaN at ±inf
+
+    @mb.program(input_specs=[mb.TensorSpec((2,))])
+    def after(x):
+        return mb.add(
+            x=mb.mul(x=mb.relu(x=mb.mul(x=x, y=np.float32(-1.0))), y=np.float32(0.0)), y=np.float32(after_value)
+        )
+
+    return before, after
+
+
+def test_a_change_only_where_the_original_was_not_finite_is_precision():
+    feeds = [{"x": np.array([np.inf, 2.0], np.float32)}]
+    before, after = _programs_pair(0.0)  # relu(-inf) * 0 = 0 where x * 0 was NaN; 0 elsewhere
+    assert changed_only_where_nonfinite(before, after, feeds)
+    assert failure_class(_row("changed", [_change()]), before, after, feeds) == PRECISION
+    before, after = _programs_pair(1.0)  # a finite element changes too
+    assert not changed_only_where_nonfinite(before, after, feeds)
+    assert failure_class(_row("changed", [_change()]), before, after, feeds) == MISCOMPILE
