@@ -1,4 +1,4 @@
-"""Random feeds for a program's inputs: symbolic dims sized, floats normal, ints small, bools both ways."""
+"""Random feeds for a program's inputs (not its states): dims sized, floats normal, ints small, bools both ways."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ def random_inputs(
 
     feeds = {}
     for name, var in func.inputs.items():
+        if types.is_state(var.sym_type):  # not a feed: states start at zero (reference.state)
+            continue
         shape = tuple(size_of(d) for d in var.shape) if types.is_tensor(var.sym_type) else ()
         feeds[name] = random_array(rng, numpy_dtype(var), shape)
     return feeds

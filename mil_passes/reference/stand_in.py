@@ -2,7 +2,8 @@
 
 Under ``with stand_in_for_coreml():`` on a machine without Core ML (Linux, Windows),
 
-- ``MLModel.predict`` answers through :func:`~mil_passes.reference.predict.predict`;
+- ``MLModel.predict`` answers through :func:`~mil_passes.reference.predict.predict`, and
+  ``MLModel.make_state`` through :func:`~mil_passes.reference.state.make_state` (stateful models);
 - coremltools' test utilities that return before comparing numbers when they are not on macOS
   12+ (``convert_and_compare`` in the torch frontend's ``test/testing_utils.py``; the MIL op
   tests' ``testing_utils.py``) see ``_IS_MACOS`` true and, through their own ``coremltoolsutils``
@@ -113,16 +114,15 @@ def stand_in_for_coreml() -> Iterator[StandIn]:
     from coremltools.models.model import MLModel
 
     from .predict import predict
+    from .state import make_state
 
     stand_in = StandIn(active=True)
     core_ml_predict = MLModel.__dict__["predict"]
 
     @functools.wraps(core_ml_predict)
     def reference_predict(self, data, state=None):
-        if state is not None:
-            raise NotImplementedError("the reference interpreter does not run stateful models")
         try:
-            outputs = predict(self, data)
+            outputs = predict(self, data, state=state)
         except UnsupportedOpError:
             stand_in.declined += 1
             raise
@@ -132,7 +132,12 @@ def stand_in_for_coreml() -> Iterator[StandIn]:
         stand_in.predictions += 1
         return outputs
 
+    @functools.wraps(MLModel.__dict__["make_state"])
+    def reference_make_state(self):
+        return make_state(self)
+
     stand_in._set(MLModel, "predict", reference_predict)
+    stand_in._set(MLModel, "make_state", reference_make_state)
     try:
         stand_in.refresh()
         yield stand_in
