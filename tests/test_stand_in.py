@@ -408,3 +408,22 @@ def test_plugin_shards_split_the_sample_between_sessions(pytester):
     _, whole = _outcomes(pytester, "--reference-sample=2", "-k", "not timeout and not cache")
     assert not set(names[0]) & set(names[1])
     assert sorted(names[0] + names[1]) == sorted(whole) and len(whole) == 5
+
+
+def test_the_state_tests_see_apple_silicon_at_run_time_and_macos_15_while_imported(monkeypatch):
+    import platform
+
+    from mil_passes.reference.stand_in import APPLE_SILICON_MODULES, MACOS_15_AT_IMPORT, macos_while_importing
+
+    fake = types.ModuleType(APPLE_SILICON_MODULES[0])
+    fake.platform = platform
+    monkeypatch.setitem(sys.modules, APPLE_SILICON_MODULES[0], fake)
+    with stand_in_for_coreml():
+        assert fake.platform.machine() == "arm64" and fake.platform.system() == platform.system()
+    assert fake.platform is platform
+    real_version = ct.utils._macos_version()
+    with macos_while_importing(f"/site-packages/coremltools/{MACOS_15_AT_IMPORT[0]}"):
+        assert ct.utils._macos_version() == STAND_IN_MACOS_VERSION
+    with macos_while_importing("/elsewhere/test_other.py"):
+        assert ct.utils._macos_version() == real_version
+    assert ct.utils is coremltools_utils
