@@ -133,6 +133,7 @@ class OutputChange:
     max_abs: float | None
     max_rel: float | None
     status: str
+    kind: str = "output"  # or "state" (a stateful program's state after each step)
 
     def describe(self) -> str:
         """``name fp32[2] abs 0 rel 0`` or ``name fp32[2] -> int32[2] abs 0.5 rel 0.048``."""
@@ -145,10 +146,10 @@ class OutputChange:
     def reason(self) -> str:
         """Why this output is a change, in a few words."""
         if self.dtype_after != self.dtype_before:
-            return f"output '{self.name}' became {self.dtype_after} (was {self.dtype_before})"
+            return f"{self.kind} '{self.name}' became {self.dtype_after} (was {self.dtype_before})"
         if self.shape_after != self.shape_before:
-            return f"output '{self.name}' became shape {self.shape_after} (was {self.shape_before})"
-        return f"output '{self.name}' changed by up to {self.max_abs:.3g} (rel {self.max_rel:.3g})"
+            return f"{self.kind} '{self.name}' became shape {self.shape_after} (was {self.shape_before})"
+        return f"{self.kind} '{self.name}' changed by up to {self.max_abs:.3g} (rel {self.max_rel:.3g})"
 
 
 @dataclass
@@ -407,6 +408,8 @@ class _Run:
             row.states = compare_outputs(
                 self.state_names, [w[count:] for w in self.want], [g[count:] for g in got], precision
             )
+            for change in row.states.values():
+                change.kind = "state"
             for change in (*row.outputs.values(), *row.states.values()):  # shapes without the step axis
                 change.shape_before, change.shape_after = change.shape_before[1:], change.shape_after[1:]
         changes = (*row.outputs.values(), *row.states.values())

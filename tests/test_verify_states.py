@@ -125,6 +125,28 @@ def test_a_pass_that_changes_only_the_state_update_is_named_with_the_state():
 def test_one_step_sees_the_state_change_before_any_output_does():
     row = verify_program(delayed_window(), ["verify_state_test::shift_state_window"], feeds=2, steps=1).rows[0]
     assert (row.outputs["out"].status, row.states["cache"].status, row.status) == ("same", "changed", "changed")
+    assert row.reason().startswith("state 'cache' changed by up to ")
+
+
+def test_a_stateful_program_that_fails_on_a_random_feed_is_a_one_line_error():
+    @mb.program(
+        input_specs=[
+            mb.StateTensorSpec((1, 2), dtype=types.fp16),
+            mb.TensorSpec((1, 1), dtype=types.fp16),
+            mb.TensorSpec((1,), dtype=types.int32),
+        ],
+        opset_version=IOS18,
+    )
+    def prog(cache, x, pos):  # positions 0-5 are drawn; past 1 the write falls outside the cache
+        begin = mb.concat(values=[np.zeros(1, np.int32), pos], axis=0)
+        old = mb.read_state(input=cache)
+        written = mb.slice_update(x=old, update=x, begin=begin, end=mb.add(x=begin, y=np.array([1, 1], np.int32)))
+        return mb.coreml_update_state(state=cache, value=written)
+
+    from mil_passes.verify import VerifyError
+
+    with pytest.raises(VerifyError, match="the program fails on a random feed before any pass: ValueError: "):
+        verify_program(prog, "default", feeds=3)
 
 
 def test_the_pipeline_keeps_outputs_and_states_of_stateful_programs():
