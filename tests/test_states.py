@@ -316,3 +316,26 @@ def test_make_state_of_a_saved_package(window_model, tmp_path):
     state = make_state(loaded)
     predict(loaded, {"x": np.array([[1, 2]], np.float16)}, state=state)
     np.testing.assert_array_equal(state.read_state("cache"), [[0, 0, 1, 2]])
+
+
+def test_each_function_of_a_saved_multi_function_package_keeps_its_own_state(tmp_path):
+    def model(step):
+        @mb.program(input_specs=[mb.StateTensorSpec((2,), dtype=types.fp16)], opset_version=IOS18)
+        def prog(s):
+            return mb.coreml_update_state(state=s, value=mb.add(x=mb.read_state(input=s), y=np.float16(step)), name="y")
+
+        return ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=IOS18, skip_model_load=True)
+
+    descriptor = ct.utils.MultiFunctionDescriptor()
+    for name, step in (("inc", 1), ("dec", -2)):
+        path = str(tmp_path / f"{name}.mlpackage")
+        model(step).save(path)
+        descriptor.add_function(path, src_function_name="main", target_function_name=name)
+    descriptor.default_function_name = "inc"
+    ct.utils.save_multifunction(descriptor, str(tmp_path / "multi.mlpackage"))
+    for name, step in (("inc", 1), ("dec", -2)):
+        loaded = ct.models.MLModel(str(tmp_path / "multi.mlpackage"), function_name=name, skip_model_load=True)
+        state = make_state(loaded)
+        outputs = [predict(loaded, {}, state=state)["y"].tolist() for _ in range(3)]
+        assert outputs == [[step * k] * 2 for k in (1, 2, 3)]
+        np.testing.assert_array_equal(state.read_state("s"), [3 * step] * 2)
