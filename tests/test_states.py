@@ -339,3 +339,6 @@ def test_each_function_of_a_saved_multi_function_package_keeps_its_own_state(tmp
         outputs = [predict(loaded, {}, state=state)["y"].tolist() for _ in range(3)]
         assert outputs == [[step * k] * 2 for k in (1, 2, 3)]
         np.testing.assert_array_equal(state.read_state("s"), [3 * step] * 2)
+    with pytest.raises(ValueError, match="the state was made for function 'dec', not 'inc'"):
+        inc = ct.models.MLModel(str(tmp_path / "multi.mlpackage"), function_name="inc", skip_model_load=True)
+        predict(inc, {}, state=state)
