@@ -14,6 +14,10 @@ after ``common::add_fp16_cast``, else fp32), and the culprits ``changed`` (a dty
 bool value, or a float value beyond the tolerance), ``raised`` and ``invalid``.
 
 Inputs and outputs are matched by position: ``common::sanitize_input_output_names`` may rename them.
+
+A stateful program (iOS18 states) is stepped: each feed runs ``steps`` predictions from zero states
+(:mod:`~mil_passes.stepping`), and every step's outputs and the states after every step are
+compared; the states get their own entries in each row (:attr:`PassRow.states`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from .ir import iter_ops, op_counts
 from .reference import UnsupportedOpError
 from .reference.interpreter import evaluate_vars
 from .reference.feeds import random_inputs
+from .stepping import SteppedFeed, is_stateful, random_stepped_feed, stepped_feed, stepped_values
 
 __all__ = [
     "OutputChange",
@@ -51,6 +56,8 @@ __all__ = [
 TOLERANCE: dict[str, tuple[float, float]] = {"fp32": (1e-4, 1e-5), "fp16": (1e-2, 1e-2)}
 CULPRIT_STATUSES = ("changed", "raised", "invalid")
 STATUS_ORDER = ("same", "unchecked", "precision", "changed", "invalid", "raised")
+#: Predictions per feed for a stateful program.
+DEFAULT_STEPS = 4
 
 
 class VerifyError(ValueError):
@@ -126,6 +133,7 @@ class OutputChange:
     max_abs: float | None
     max_rel: float | None
     status: str
+    kind: str = "output"  # or "state" (a stateful program's state after each step)
 
     def describe(self) -> str:
         """``name fp32[2] abs 0 rel 0`` or ``name fp32[2] -> int32[2] abs 0.5 rel 0.048``."""
@@ -138,10 +146,10 @@ class OutputChange:
     def reason(self) -> str:
         """Why this output is a change, in a few words."""
         if self.dtype_after != self.dtype_before:
-            return f"output '{self.name}' became {self.dtype_after} (was {self.dtype_before})"
+            return f"{self.kind} '{self.name}' became {self.dtype_after} (was {self.dtype_before})"
         if self.shape_after != self.shape_before:
-            return f"output '{self.name}' became shape {self.shape_after} (was {self.shape_before})"
-        return f"output '{self.name}' changed by up to {self.max_abs:.3g} (rel {self.max_rel:.3g})"
+            return f"{self.kind} '{self.name}' became shape {self.shape_after} (was {self.shape_before})"
+        return f"{self.kind} '{self.name}' changed by up to {self.max_abs:.3g} (rel {self.max_rel:.3g})"
 
 
 @dataclass
@@ -156,6 +164,7 @@ class PassRow:
     status: str
     outputs: dict[str, OutputChange] = field(default_factory=dict)
     error: str | None = None
+    states: dict[str, OutputChange] = field(default_factory=dict)  # a stateful program's states
 
     @property
     def is_culprit(self) -> bool:
@@ -166,6 +175,7 @@ class PassRow:
         if self.error is not None:
             return self.error
         changed = [o for o in self.outputs.values() if o.status == "changed"]
+        changed += [s for s in self.states.values() if s.status == "changed"]
         return changed[0].reason() if changed else self.status
 
 
@@ -180,6 +190,7 @@ class Verification:
     rows: list[PassRow]
     input: str | None = None
     seconds: float = 0.0
+    steps: int = 1  # predictions per feed (more than 1 for a stateful program)
 
     @property
     def culprit(self) -> PassRow | None:
@@ -193,13 +204,16 @@ def verify_program(
     feeds: int | Sequence[Mapping[str, Any]] = 3,
     seed: int = 0,
     on_row: Callable[[PassRow], None] | None = None,
+    steps: int = DEFAULT_STEPS,
 ) -> Verification:
     """Run ``pipeline`` pass by pass on a copy of ``prog`` and compare its outputs after each pass.
 
     ``prog``: a Program (left as it is; the passes run on :func:`~mil_passes.package.io.copy_program`
     of it) or a callable making a fresh Program (called once; the passes run on what it returns). ``feeds``: how
     many random feeds (:func:`~mil_passes.reference.feeds.random_inputs` with seeds ``seed``,
-    ``seed + 1``, …) or the feeds themselves. ``on_row`` gets each row as it is made. Raises
+    ``seed + 1``, …) or the feeds themselves. ``on_row`` gets each row as it is made. ``steps``:
+    predictions per feed of a stateful program, from zero states (a given feed is given at every
+    step; random feeds are drawn per step). Raises
     :class:`VerifyError` when the pipeline is unknown or the interpreter cannot run ``prog``.
     """
     start = time.perf_counter()
@@ -207,7 +221,10 @@ def verify_program(
     original = prog() if callable(prog) else prog
     if "main" not in original.functions:
         raise VerifyError(f"the program has no function 'main' (it has: {', '.join(original.functions)})")
-    feed_list = _feed_list(original, feeds, seed)
+    if steps < 1:
+        raise VerifyError(f"steps must be at least 1, got {steps}")
+    steps = steps if is_stateful(original) else 1
+    feed_list = _feed_list(original, feeds, seed, steps)
     want = [_evaluate_original(original, f) for f in feed_list]
     run = _Run(resolved, original, feed_list, want)  # all it needs of the original, read now
     work = original if callable(prog) else _copy(original)
@@ -226,6 +243,7 @@ def verify_program(
         seed,
         rows,
         seconds=time.perf_counter() - start,
+        steps=steps,
     )
 
 
@@ -243,6 +261,7 @@ def verify_package(
     feeds: int | Sequence[Mapping[str, Any]] = 3,
     seed: int = 0,
     on_row: Callable[[PassRow], None] | None = None,
+    steps: int = DEFAULT_STEPS,
 ) -> Verification:
     """:func:`verify_program` on the program saved at ``path`` (read once: its outputs are computed,
     then the passes run on it). A package converted with ``PassPipeline.EMPTY`` holds the program before any
@@ -251,7 +270,9 @@ def verify_package(
     from .package.io import read
 
     resolve_pipeline(pipeline)  # an unknown name fails before the package is read
-    verification = verify_program(lambda: read(path).program, pipeline, feeds=feeds, seed=seed, on_row=on_row)
+    verification = verify_program(
+        lambda: read(path).program, pipeline, feeds=feeds, seed=seed, on_row=on_row, steps=steps
+    )
     verification.input = str(path)
     return verification
 
@@ -262,16 +283,24 @@ def _copy(prog: Program) -> Program:
     return copy_program(prog)
 
 
-def _feed_list(prog: Program, feeds, seed: int) -> list[dict[str, np.ndarray]]:
+def _feed_list(prog: Program, feeds, seed: int, steps: int = 1) -> list[dict[str, np.ndarray]]:
+    stateful = is_stateful(prog)
     if isinstance(feeds, int):
         if feeds < 1:
             raise VerifyError(f"feeds must be at least 1, got {feeds}")
+        if stateful:
+            return [random_stepped_feed(prog, seed + i, steps) for i in range(feeds)]
         return [random_inputs(prog, seed=seed + i) for i in range(feeds)]
-    return [dict(f) for f in feeds]
+    return [stepped_feed(prog, f, steps) if stateful else dict(f) for f in feeds]
 
 
 def _outputs(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarray]:
-    """``main``'s outputs in order (by position: two outputs may be one var, or share a name)."""
+    """``main``'s outputs in order (by position: two outputs may be one var, or share a name); for
+    a :class:`~mil_passes.stepping.SteppedFeed`, each output then each state stacked over the steps."""
+    if isinstance(feeds, SteppedFeed):
+        with np.errstate(all="ignore"):
+            outputs, states = stepped_values(prog, feeds)
+        return outputs + states
     with np.errstate(all="ignore"):
         values = evaluate_vars(prog, feeds)
     return [np.asarray(values[var]) for var in prog.functions["main"].outputs]
@@ -282,6 +311,8 @@ def _evaluate_original(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarr
         return _outputs(prog, feeds)
     except UnsupportedOpError as error:
         raise VerifyError(f"the reference interpreter cannot run the program: {error}") from None
+    except ValueError as error:  # the program fails on a feed (an index out of range, for example)
+        raise VerifyError(f"the program fails on a random feed before any pass: {_one_line(error)}") from None
 
 
 def _one_line(error: BaseException) -> str:
@@ -314,6 +345,7 @@ class _Run:
         self.pipeline = pipeline
         self.input_names = list(func.inputs)
         self.output_names = [var.name for var in func.outputs]
+        self.state_names = [name for name, var in func.inputs.items() if types.is_state(var.sym_type)]
         self.feeds = feeds
         self.want = want
         self.base_precision = _precision(original)
@@ -352,7 +384,15 @@ class _Run:
         got = []
         try:
             for feeds in self.feeds:
-                got.append(_outputs(work, {new: feeds[old] for old, new in zip(self.input_names, names)}))
+                renamed = dict(zip(self.input_names, names))
+                got.append(
+                    _outputs(
+                        work,
+                        feeds.renamed(renamed)
+                        if isinstance(feeds, SteppedFeed)
+                        else {new: feeds[old] for old, new in renamed.items()},
+                    )
+                )
         except UnsupportedOpError as error:
             row.status, row.error = "unchecked", str(error)
             return
@@ -360,8 +400,20 @@ class _Run:
             row.status, row.error = "invalid", f"the interpreter cannot run the program: {_one_line(error)}"
             return
         precision = "fp16" if "fp16" in (self.base_precision, _precision(work)) else "fp32"
-        row.outputs = compare_outputs(self.output_names, self.want, got, precision)
-        row.status = max((o.status for o in row.outputs.values()), key=STATUS_ORDER.index, default="same")
+        count = len(self.output_names)
+        row.outputs = compare_outputs(
+            self.output_names, [w[:count] for w in self.want], [g[:count] for g in got], precision
+        )
+        if self.state_names:
+            row.states = compare_outputs(
+                self.state_names, [w[count:] for w in self.want], [g[count:] for g in got], precision
+            )
+            for change in row.states.values():
+                change.kind = "state"
+            for change in (*row.outputs.values(), *row.states.values()):  # shapes without the step axis
+                change.shape_before, change.shape_after = change.shape_before[1:], change.shape_after[1:]
+        changes = (*row.outputs.values(), *row.states.values())
+        row.status = max((o.status for o in changes), key=STATUS_ORDER.index, default="same")
 
 
 def compare_outputs(
@@ -452,7 +504,8 @@ def format_row(row: PassRow, width: int = 46) -> str:
     """One line: index, pass (padded to ``width``), ops before -> after, seconds, status, then the
     outputs (or the error)."""
     ops = f"{row.ops_before} -> {row.ops_after}"
-    detail = row.error if row.error is not None else "; ".join(o.describe() for o in row.outputs.values())
+    described = [o.describe() for o in row.outputs.values()] + [f"state {s.describe()}" for s in row.states.values()]
+    detail = row.error if row.error is not None else "; ".join(described)
     return f"{row.index:4d}  {row.name:{width}s} {ops:>14s} {row.seconds:8.3f}s  {row.status:9s}  {detail}"
 
 

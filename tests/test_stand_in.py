@@ -78,10 +78,29 @@ def test_everything_is_restored_when_the_block_raises():
     assert MLModel.__dict__["predict"] is core_ml_predict
 
 
-def test_stateful_prediction_is_refused():
-    with stand_in_for_coreml():
-        with pytest.raises(NotImplementedError, match="stateful"):
-            _model().predict({"x": np.zeros((2, 3), np.float32)}, state=object())
+def _stateful_model():
+    @mb.program(
+        input_specs=[mb.StateTensorSpec((2,), dtype=ct.converters.mil.mil.types.fp16)], opset_version=ct.target.iOS18
+    )
+    def prog(counter):
+        return mb.coreml_update_state(state=counter, value=mb.add(x=mb.read_state(input=counter), y=np.float16(1)))
+
+    return ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=ct.target.iOS18, skip_model_load=True)
+
+
+def test_make_state_and_stateful_predict_run_on_the_stand_in_and_are_restored_after():
+    model = _stateful_model()
+    core_ml_make_state = MLModel.__dict__["make_state"]
+    with pytest.raises(Exception, match="macOS 15"):
+        model.make_state()
+    with stand_in_for_coreml() as stand_in:
+        state = model.make_state()
+        assert isinstance(state, ct.models.model.MLState)
+        outputs = [next(iter(model.predict({}, state=state).values())) for _ in range(3)]
+        assert [o.tolist() for o in outputs] == [[1, 1], [2, 2], [3, 3]]
+        np.testing.assert_array_equal(state.read_state("counter"), [3, 3])
+        assert stand_in.predictions == 3
+    assert MLModel.__dict__["make_state"] is core_ml_make_state
 
 
 def test_nothing_is_patched_where_core_ml_is_present(monkeypatch):
@@ -389,3 +408,22 @@ def test_plugin_shards_split_the_sample_between_sessions(pytester):
     _, whole = _outcomes(pytester, "--reference-sample=2", "-k", "not timeout and not cache")
     assert not set(names[0]) & set(names[1])
     assert sorted(names[0] + names[1]) == sorted(whole) and len(whole) == 5
+
+
+def test_the_state_tests_see_apple_silicon_at_run_time_and_macos_15_while_imported(monkeypatch):
+    import platform
+
+    from mil_passes.reference.stand_in import APPLE_SILICON_MODULES, MACOS_15_AT_IMPORT, macos_while_importing
+
+    fake = types.ModuleType(APPLE_SILICON_MODULES[0])
+    fake.platform = platform
+    monkeypatch.setitem(sys.modules, APPLE_SILICON_MODULES[0], fake)
+    with stand_in_for_coreml():
+        assert fake.platform.machine() == "arm64" and fake.platform.system() == platform.system()
+    assert fake.platform is platform
+    real_version = ct.utils._macos_version()
+    with macos_while_importing(f"/site-packages/coremltools/{MACOS_15_AT_IMPORT[0]}"):
+        assert ct.utils._macos_version() == STAND_IN_MACOS_VERSION
+    with macos_while_importing("/elsewhere/test_other.py"):
+        assert ct.utils._macos_version() == real_version
+    assert ct.utils is coremltools_utils

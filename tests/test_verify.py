@@ -316,7 +316,8 @@ def test_cli_json(capsys, const_elimination_package):
         str(const_elimination_package),
     )
     last = document["passes"][-1]
-    assert set(last) == {"name", "seconds", "ops_before", "ops_after", "status", "outputs", "error"}
+    assert set(last) == {"name", "seconds", "ops_before", "ops_after", "status", "outputs", "error", "states"}
+    assert document["steps"] == 1 and last["states"] == {}  # no states: one prediction per feed
     assert last["outputs"]["y"]["dtype_after"] == "int32" and last["outputs"]["y"]["shape_before"] == [2]
     assert [row["name"] for row in document["passes"]] == PassPipeline.DEFAULT.passes[:11]
 

@@ -32,6 +32,7 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
     {
       "schema": "mil-passes/verify/1",
       "input": "in.mlpackage", "pipeline": "default", "feeds": 3,
+      "steps": 4,                                    # predictions per feed (1 unless the model has states)
       "passes": [                                    # in pipeline order, up to the culprit
         {"name": "common::const_elimination", "seconds": 0.0012,
          "ops_before": 2, "ops_after": 1,            # non-const ops
@@ -39,7 +40,8 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
          "outputs": {"y": {"dtype_before": "fp32", "dtype_after": "int32",
                            "shape_before": [2], "shape_after": [2],
                            "max_abs": 0.5, "max_rel": 0.0476}},   # null when the shapes differ
-         "error": null}                              # one line for raised, invalid, unchecked
+         "error": null,                              # one line for raised, invalid, unchecked
+         "states": {}}                               # a stateful model's states after each step, as outputs
       ],
       "culprit": "common::const_elimination"          # the first changed/raised/invalid pass, or null
     }
@@ -107,6 +109,17 @@ def optimize_json(run: PackageRun) -> dict:
     }
 
 
+def _change_json(change) -> dict:
+    return {
+        "dtype_before": change.dtype_before,
+        "dtype_after": change.dtype_after,
+        "shape_before": change.shape_before,
+        "shape_after": change.shape_after,
+        "max_abs": change.max_abs,
+        "max_rel": change.max_rel,
+    }
+
+
 def verify_json(verification: Verification) -> dict:
     """The ``verify --json`` document."""
     culprit = verification.culprit
@@ -115,6 +128,7 @@ def verify_json(verification: Verification) -> dict:
         "input": verification.input,
         "pipeline": verification.pipeline,
         "feeds": verification.feeds,
+        "steps": verification.steps,
         "passes": [
             {
                 "name": row.name,
@@ -134,6 +148,7 @@ def verify_json(verification: Verification) -> dict:
                     for name, change in row.outputs.items()
                 },
                 "error": row.error,
+                "states": {name: _change_json(change) for name, change in row.states.items()},
             }
             for row in verification.rows
         ],

@@ -1,4 +1,4 @@
-"""Random feeds for a program's inputs: symbolic dims sized, floats normal, ints small, bools both ways."""
+"""Random feeds for a program's inputs (not its states): dims sized, floats normal, ints small, bools both ways."""
 
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ def random_inputs(
     seed: int = 0,
     sizes: Mapping[str, int] | int | None = None,
     function: str = "main",
+    int_range: tuple[int, int] | None = None,
 ) -> dict[str, np.ndarray]:
     """Feeds for ``prog``'s inputs.
 
     Symbolic dims get ``sizes[name]`` (or ``sizes`` itself when an int, else a size drawn from
     1, 2, 3, 5 per symbol); floats are standard normal, ints a small signed range (unsigned:
-    0..9), bools both values.
+    0..9; ``int_range`` ``(low, high)`` inclusive when given), bools both values.
     """
     rng = np.random.default_rng(seed)
     func = prog.functions[function]
@@ -44,8 +45,14 @@ def random_inputs(
 
     feeds = {}
     for name, var in func.inputs.items():
+        if types.is_state(var.sym_type):  # not a feed: states start at zero (reference.state)
+            continue
         shape = tuple(size_of(d) for d in var.shape) if types.is_tensor(var.sym_type) else ()
-        feeds[name] = random_array(rng, numpy_dtype(var), shape)
+        dtype = numpy_dtype(var)
+        if int_range is not None and np.issubdtype(dtype, np.integer):
+            feeds[name] = rng.integers(int_range[0], int_range[1] + 1, size=shape).astype(dtype)
+        else:
+            feeds[name] = random_array(rng, dtype, shape)
     return feeds
 
 

@@ -18,6 +18,7 @@ from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbo
 
 from .errors import UnsupportedOpError
 from .kernels import KERNELS, load_families
+from .kernels.state import StateCell
 
 load_families()
 
@@ -27,6 +28,9 @@ MAX_LOOP_ITERATIONS = 1_000_000
 def describe_type(var: Var) -> str:
     """MIL's text form of a var's type, e.g. ``tensor<fp32, [1, is0, 8]>``."""
     sym_type = var.sym_type
+    if types.is_state(sym_type):
+        dims = ", ".join(str(d) for d in var.shape)
+        return f"state<tensor<{types.builtin_to_string(var.dtype)}, [{dims}]>>"
     if types.is_tensor(sym_type):
         dims = ", ".join(str(d) for d in var.shape)
         return f"tensor<{types.builtin_to_string(var.dtype)}, [{dims}]>"
@@ -38,19 +42,37 @@ def numpy_dtype(var: Var) -> np.dtype:
     return np.dtype(types.nptype_from_builtin(var.dtype))
 
 
-def evaluate(prog: Program, inputs: Mapping[str, Any], function: str = "main") -> dict[str, np.ndarray]:
+def evaluate(
+    prog: Program,
+    inputs: Mapping[str, Any],
+    function: str = "main",
+    *,
+    states: Mapping[str, Any] | None = None,
+) -> dict[str, np.ndarray]:
     """Run ``function`` of ``prog`` on ``inputs``; return its outputs keyed by output name.
 
+    ``states`` (a stateful function's state inputs, iOS18): each state's value by name, an array
+    (read, not changed) or a :class:`~mil_passes.reference.kernels.state.StateCell` (updated in
+    place, as Core ML updates an ``MLState``); a state not given starts at zero.
+    :func:`mil_passes.reference.state.evaluate_step` returns the new states too.
+
     Raises ``TypeError`` for a non-Program, ``ValueError`` for missing, extra, mis-shaped or
-    mis-typed inputs, and :class:`UnsupportedOpError` for an op without a kernel.
+    mis-typed inputs or states, and :class:`UnsupportedOpError` for an op without a kernel.
     """
-    env = evaluate_vars(prog, inputs, function)
+    env = evaluate_vars(prog, inputs, function, states=states)
     return {var.name: env[var] for var in prog.functions[function].outputs}
 
 
-def evaluate_vars(prog: Program, inputs: Mapping[str, Any], function: str = "main") -> dict[Var, Any]:
+def evaluate_vars(
+    prog: Program,
+    inputs: Mapping[str, Any],
+    function: str = "main",
+    *,
+    states: Mapping[str, Any] | None = None,
+) -> dict[Var, Any]:
     """Like :func:`evaluate`, but the value of every var computed (inputs, consts, op outputs,
-    and the vars of the nested blocks that ran), keyed by Var."""
+    and the vars of the nested blocks that ran), keyed by Var; a state input's value is its
+    :class:`~mil_passes.reference.kernels.state.StateCell`."""
     if not isinstance(prog, Program):
         raise TypeError(f"evaluate() needs a coremltools MIL Program, got {type(prog).__name__}")
     if function not in prog.functions:
@@ -59,6 +81,7 @@ def evaluate_vars(prog: Program, inputs: Mapping[str, Any], function: str = "mai
     func = prog.functions[function]
     env: dict[Var, Any] = {}
     _bind_inputs(func, inputs, env)
+    bind_states(func, states, env)
     _run_block(func, env)
     return env
 
@@ -66,12 +89,14 @@ def evaluate_vars(prog: Program, inputs: Mapping[str, Any], function: str = "mai
 def _bind_inputs(func, feeds: Mapping[str, Any], env: dict) -> None:
     if not isinstance(feeds, Mapping):
         raise TypeError(f"inputs must be a mapping from input name to array, got {type(feeds).__name__}")
-    expected = func.inputs
+    expected = {name: var for name, var in func.inputs.items() if not types.is_state(var.sym_type)}
     for name, var in expected.items():
         if name not in feeds:
             raise ValueError(f"missing input '{name}': expected {describe_type(var)}")
     for name in feeds:
         if name not in expected:
+            if name in func.inputs:
+                raise ValueError(f"'{name}' is a state, not an input: pass it in states=")
             known = ", ".join(expected) or "none"
             raise ValueError(f"unexpected input '{name}': the function's inputs are {known}")
     sizes: dict[Any, tuple[int, str]] = {}
@@ -94,6 +119,48 @@ def _bind_inputs(func, feeds: Mapping[str, Any], env: dict) -> None:
             elif dim != size:
                 raise ValueError(f"input '{name}' has shape {value.shape}: expected {describe_type(var)}")
         env[var] = value
+
+
+def state_inputs(func) -> dict[str, Var]:
+    """A function's state inputs (iOS18), by name."""
+    return {name: var for name, var in func.inputs.items() if types.is_state(var.sym_type)}
+
+
+def bind_states(func, states: Mapping[str, Any] | None, env: dict) -> dict[str, StateCell]:
+    """Bind each state input of ``func`` to its cell in ``env``: the given cell, a new cell
+    holding a copy of the given array, or zeros (a fresh state, as Core ML makes it)."""
+    declared = state_inputs(func)
+    given = {} if states is None else states
+    if not isinstance(given, Mapping):
+        raise TypeError(f"states must be a mapping from state name to array, got {type(given).__name__}")
+    for name in given:
+        if name not in declared:
+            known = ", ".join(declared) or "none"
+            raise ValueError(f"unexpected state '{name}': the function's states are {known}")
+    cells = {}
+    for name, var in declared.items():
+        value = given.get(name)
+        cell = value if isinstance(value, StateCell) else StateCell(name, state_array(var, value))
+        if cell.value.shape != tuple(var.shape) or cell.value.dtype != numpy_dtype(var):
+            raise ValueError(
+                f"state '{name}' holds {cell.value.dtype}{list(cell.value.shape)}: expected {describe_type(var)}"
+            )
+        env[var] = cells[name] = cell
+    return cells
+
+
+def state_array(var: Var, value: Any = None) -> np.ndarray:
+    """A new array for state ``var``: zeros, or a copy of ``value`` after checking its shape and
+    dtype (a float array is cast to the state's fp16, as ``MLState.write_state`` takes it)."""
+    shape, dtype = tuple(int(d) for d in var.shape), numpy_dtype(var)
+    if value is None:
+        return np.zeros(shape, dtype)
+    array = np.asarray(value)
+    if array.shape != shape:
+        raise ValueError(f"state '{var.name}' gets shape {array.shape}: expected {describe_type(var)}")
+    if array.dtype != dtype and not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(f"state '{var.name}' gets dtype {array.dtype}: expected {describe_type(var)}")
+    return array.astype(dtype, copy=True)
 
 
 def _run_block(block: Block, env: dict) -> list[Any]:

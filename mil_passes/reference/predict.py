@@ -26,7 +26,7 @@ from ..inference import repair_types
 from .errors import PredictionError
 from .interpreter import evaluate, numpy_dtype
 
-__all__ = ["predict", "NotAnMLProgramError"]
+__all__ = ["predict", "model_program", "NotAnMLProgramError"]
 
 # Image color spaces of FeatureTypes.proto: (PIL mode coremltools requires, channels, reversed).
 _IMAGE_SPACES = {
@@ -49,8 +49,12 @@ class NotAnMLProgramError(ValueError):
     """The model is not an ML Program, so it has no MIL program to interpret."""
 
 
-def predict(model: Any, data: Mapping[str, Any] | list[Mapping[str, Any]]) -> Any:
+def predict(model: Any, data: Mapping[str, Any] | list[Mapping[str, Any]], state: Any = None) -> Any:
     """Outputs of ``model`` on ``data``, as ``MLModel.predict`` gives them.
+
+    A stateful model (iOS18 ``ct.StateType``) reads and updates ``state`` in place, a
+    :class:`~mil_passes.reference.state.State` from :func:`~mil_passes.reference.state.make_state`
+    (``MLModel.make_state()``); without one it runs from zero states, which are then dropped.
 
     ``data`` is a dict from input name to value, or a list of such dicts (then a list of
     results is returned). Raises :class:`NotAnMLProgramError` for a model that is not an ML
@@ -62,6 +66,8 @@ def predict(model: Any, data: Mapping[str, Any] | list[Mapping[str, Any]]) -> An
     if isinstance(data, list):
         if not all(isinstance(item, Mapping) for item in data):
             raise TypeError('"data" list must contain only dictionaries')
+        if state is not None:
+            raise ValueError("State can only be used for unbatched predictions")
         return [predict(model, item) for item in data]
     if not isinstance(data, Mapping):
         raise TypeError(f'"data" must be a dict or a list of dicts, got {type(data).__name__}')
@@ -73,17 +79,37 @@ def predict(model: Any, data: Mapping[str, Any] | list[Mapping[str, Any]]) -> An
             "program (convert with convert_to='mlprogram')"
         )
     description, function_name = _description(model, spec)
-    if description.state:
-        names = ", ".join(state.name for state in description.state)
-        raise NotImplementedError(f"stateful models are not supported (state: {names})")
     prog = _program_of(model, spec)
     func = prog.functions[function_name]
     feeds = _feeds(description, func, data)
+    cells = _state_cells(state, function_name)
     try:
-        results = evaluate(prog, feeds, function=function_name)
+        results = evaluate(prog, feeds, function=function_name, states=cells)
     except PredictionError as error:  # where Core ML's predict fails, it fails so
         raise RuntimeError(f"{PREDICTION_FAILED}: {error}") from error
     return {feature.name: _output(feature, results[feature.name]) for feature in description.output}
+
+
+def model_program(model: Any) -> tuple[Program, str]:
+    """The MIL program ``predict`` runs for ``model``, and the name of the function it calls."""
+    spec = _spec_of(model)
+    kind = spec.WhichOneof("Type")
+    if kind != "mlProgram":
+        raise NotAnMLProgramError(f"this model is a '{kind}' model, which has no MIL program")
+    _, function_name = _description(model, spec)
+    return _program_of(model, spec), function_name
+
+
+def _state_cells(state: Any, function_name: str) -> dict | None:
+    if state is None:
+        return None
+    from .state import State
+
+    if not isinstance(state, State):
+        raise TypeError(f"state must come from mil_passes.reference.make_state(model), got {type(state).__name__}")
+    if state.function != function_name:
+        raise ValueError(f"the state was made for function '{state.function}', not '{function_name}'")
+    return state.cells
 
 
 def _spec_of(model: Any):

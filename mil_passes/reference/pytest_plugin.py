@@ -31,7 +31,7 @@ import pytest
 
 from .errors import UnsupportedOpError
 from .predict import NotAnMLProgramError
-from .stand_in import StandIn, stand_in_for_coreml
+from .stand_in import StandIn, macos_while_importing, stand_in_for_coreml
 
 # What happened to a test, from the numbers' point of view.
 OUTCOMES = {
@@ -141,6 +141,15 @@ def pytest_runtestloop(session: pytest.Session) -> Iterator[Any]:
             return (yield)
         finally:
             session.config.stash[_STATE]["stand_in"] = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[Any]:
+    """coremltools' stateful torch tests read the macOS version when imported (a class-level skipif)."""
+    if not isinstance(collector, pytest.Module):
+        return (yield)
+    with macos_while_importing(str(collector.path)):
+        return (yield)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

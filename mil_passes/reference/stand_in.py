@@ -2,12 +2,19 @@
 
 Under ``with stand_in_for_coreml():`` on a machine without Core ML (Linux, Windows),
 
-- ``MLModel.predict`` answers through :func:`~mil_passes.reference.predict.predict`;
+- ``MLModel.predict`` answers through :func:`~mil_passes.reference.predict.predict`, and
+  ``MLModel.make_state`` through :func:`~mil_passes.reference.state.make_state` (stateful models);
 - coremltools' test utilities that return before comparing numbers when they are not on macOS
   12+ (``convert_and_compare`` in the torch frontend's ``test/testing_utils.py``; the MIL op
   tests' ``testing_utils.py``) see ``_IS_MACOS`` true and, through their own ``coremltoolsutils``
   name only, a macOS version of :data:`STAND_IN_MACOS_VERSION`. Everything else keeps seeing the
   real platform: ``coremltools.models.utils._macos_version`` itself is not touched.
+- coremltools' state tests (iOS18) ask for more: :data:`APPLE_SILICON_MODULES` see an ``arm64``
+  machine through their own ``platform`` name (``test_states.py`` marks its stress tests xfail on
+  x86_64 for an Intel-Mac Core ML bug, rdar://149313013, and never runs them there), and
+  :func:`macos_while_importing` makes :data:`MACOS_15_AT_IMPORT` see macOS 15 through ``ct.utils``
+  while pytest imports them (``test_torch_stateful_model.py`` skips its class at import otherwise);
+  the pytest plugin does both.
 
 Those utility modules are patched when already imported; :meth:`StandIn.refresh` patches any
 imported since (the pytest plugin calls it before each test). Everything is restored on exit.
@@ -27,7 +34,16 @@ from typing import Any
 
 from .errors import UnsupportedOpError
 
-__all__ = ["stand_in_for_coreml", "coreml_present", "StandIn", "GATED_MODULES", "STAND_IN_MACOS_VERSION"]
+__all__ = [
+    "stand_in_for_coreml",
+    "coreml_present",
+    "macos_while_importing",
+    "StandIn",
+    "GATED_MODULES",
+    "APPLE_SILICON_MODULES",
+    "MACOS_15_AT_IMPORT",
+    "STAND_IN_MACOS_VERSION",
+]
 
 # coremltools' test utilities that skip the numeric comparison off macOS.
 GATED_MODULES = (
@@ -38,6 +54,12 @@ GATED_MODULES = (
 # The macOS those utilities are told they run on: new enough for every ML Program target.
 STAND_IN_MACOS_VERSION = (15, 0)
 
+# coremltools' test modules that ask ``platform.machine()`` at run time (Core ML on Apple silicon).
+APPLE_SILICON_MODULES = ("coremltools.converters.mil.mil.ops.tests.iOS18.test_states",)
+
+# Test files (below coremltools' package) that read ``ct.utils._macos_version()`` when imported.
+MACOS_15_AT_IMPORT = ("converters/mil/frontend/torch/test/test_torch_stateful_model.py",)
+
 _MISSING = object()
 
 
@@ -46,6 +68,21 @@ def coreml_present() -> bool:
     from coremltools.models import model as model_module
 
     return sys.platform == "darwin" or getattr(model_module, "_MLModelProxy", None) is not None
+
+
+class _AppleSilicon(types.ModuleType):
+    """``platform`` as an Apple-silicon Mac shows it: the real module, but for the machine."""
+
+    def __init__(self, real: types.ModuleType):
+        super().__init__(real.__name__, real.__doc__)
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    @staticmethod
+    def machine() -> str:
+        return "arm64"
 
 
 class _MacOSUtils(types.ModuleType):
@@ -92,6 +129,13 @@ class StandIn:
             if real_utils is not None:
                 self._set(module, "coremltoolsutils", _MacOSUtils(real_utils))
             self.patched_modules.append(module_name)
+        for module_name in APPLE_SILICON_MODULES:
+            module = sys.modules.get(module_name)
+            if module is None or module_name in self.patched_modules:
+                continue
+            if isinstance(module.__dict__.get("platform"), types.ModuleType):
+                self._set(module, "platform", _AppleSilicon(module.__dict__["platform"]))
+            self.patched_modules.append(module_name)
 
     def _restore(self) -> None:
         while self._undo:
@@ -104,6 +148,24 @@ class StandIn:
 
 
 @contextmanager
+def macos_while_importing(path: str) -> Iterator[None]:
+    """While the block runs, ``coremltools.utils`` reports macOS :data:`STAND_IN_MACOS_VERSION`
+    if ``path`` is one of :data:`MACOS_15_AT_IMPORT` and Core ML is absent; else nothing changes."""
+    import coremltools
+
+    wanted = str(path).replace("\\", "/")
+    if coreml_present() or not any(wanted.endswith(name) for name in MACOS_15_AT_IMPORT):
+        yield
+        return
+    real = coremltools.utils
+    coremltools.utils = _MacOSUtils(real)
+    try:
+        yield
+    finally:
+        coremltools.utils = real
+
+
+@contextmanager
 def stand_in_for_coreml() -> Iterator[StandIn]:
     """Make ``MLModel.predict`` and coremltools' test utilities run on the reference
     interpreter while the block runs, where Core ML is absent; restore everything after."""
@@ -113,16 +175,15 @@ def stand_in_for_coreml() -> Iterator[StandIn]:
     from coremltools.models.model import MLModel
 
     from .predict import predict
+    from .state import make_state
 
     stand_in = StandIn(active=True)
     core_ml_predict = MLModel.__dict__["predict"]
 
     @functools.wraps(core_ml_predict)
     def reference_predict(self, data, state=None):
-        if state is not None:
-            raise NotImplementedError("the reference interpreter does not run stateful models")
         try:
-            outputs = predict(self, data)
+            outputs = predict(self, data, state=state)
         except UnsupportedOpError:
             stand_in.declined += 1
             raise
@@ -132,7 +193,12 @@ def stand_in_for_coreml() -> Iterator[StandIn]:
         stand_in.predictions += 1
         return outputs
 
+    @functools.wraps(MLModel.__dict__["make_state"])
+    def reference_make_state(self):
+        return make_state(self)
+
     stand_in._set(MLModel, "predict", reference_predict)
+    stand_in._set(MLModel, "make_state", reference_make_state)
     try:
         stand_in.refresh()
         yield stand_in

@@ -48,7 +48,7 @@ import traceback
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, TypeAlias
+from typing import Any, Callable, Iterator, TypeAlias
 
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
@@ -272,12 +272,14 @@ def fuzz(
     at: int = 0,
     strategy: SearchStrategy | None = None,
     progress: Callable[[FuzzReport], None] | None = None,
+    check: Callable[[Any, Target], bool] | None = None,
 ) -> FuzzReport:
     """Check ``target`` on ``examples`` drawn programs; shrink the failures if there are any.
-    ``progress`` gets the report after each program."""
+    ``progress`` gets the report after each program; ``check`` replaces the target's checker
+    (for another kind of drawn program, such as :mod:`~mil_passes.testing.state_plants`')."""
     strategy = strategy_for(name) if strategy is None else strategy
     report = FuzzReport(name)
-    check = checker(name)
+    check = checker(name) if check is None else check
     statuses: set[str] = set()
 
     def count(drawn: DrawnProgram) -> None:

@@ -34,6 +34,7 @@ FAMILIES = (
     "lists",
     "sequence",
     "detection",
+    "state",
 )
 
 
