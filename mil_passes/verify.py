@@ -14,6 +14,10 @@ after ``common::add_fp16_cast``, else fp32), and the culprits ``changed`` (a dty
 bool value, or a float value beyond the tolerance), ``raised`` and ``invalid``.
 
 Inputs and outputs are matched by position: ``common::sanitize_input_output_names`` may rename them.
+
+A pass that leaves the program as it was (its :mod:`~mil_passes.fingerprint` unchanged: ops,
+types, constants, wiring; names aside) is not evaluated again: its row compares the last outputs
+computed and says so (``evaluated`` False, "unchanged, not re-run").
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from coremltools.converters.mil.mil import Program, types
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
+from .fingerprint import Fingerprinter
 from .ir import iter_ops, op_counts
 from .reference import UnsupportedOpError
 from .reference.interpreter import evaluate_vars
@@ -156,6 +161,7 @@ class PassRow:
     status: str
     outputs: dict[str, OutputChange] = field(default_factory=dict)
     error: str | None = None
+    evaluated: bool = True  # False: the pass left the program as it was; the last outputs stand
 
     @property
     def is_culprit(self) -> bool:
@@ -307,7 +313,9 @@ def _precision(prog: Program) -> str:
 
 
 class _Run:
-    """The state of one verify run: the pipeline, the original's interface, feeds and outputs."""
+    """The state of one verify run: the pipeline, the original's interface, feeds and outputs, and
+    the fingerprint and outputs of the last program evaluated: a pass that leaves the program's
+    fingerprint as it was is not evaluated again (its outputs are the last ones)."""
 
     def __init__(self, pipeline: PassPipeline, original: Program, feeds: list[dict], want: list[list]):
         func = original.functions["main"]
@@ -317,6 +325,11 @@ class _Run:
         self.feeds = feeds
         self.want = want
         self.base_precision = _precision(original)
+        self.fingerprinter = Fingerprinter()
+        self.evaluated = self.fingerprinter.program(original).digest
+        self.last_outputs: list[list] | None = want  # None: the last program had an op without kernel
+        self.last_error: str | None = None
+        self.evaluations = 0  # evaluations of the working program, each on every feed
 
     def step(self, work: Program, index: int, name: str) -> PassRow:
         ops_before = _ops(work)
@@ -336,8 +349,21 @@ class _Run:
         except Exception as error:  # noqa: BLE001
             row.status, row.error = "invalid", f"validate() failed: {_one_line(error)}"
             return row
-        self._compare(work, row)
+        fingerprint = self.fingerprinter.program(work).digest
+        if fingerprint == self.evaluated:
+            row.evaluated = False
+            self._repeat(work, row)
+        else:
+            self.evaluated = fingerprint
+            self._compare(work, row)
         return row
+
+    def _repeat(self, work: Program, row: PassRow) -> None:
+        """The row of a pass that left the program as it was: the last outputs, compared again."""
+        if self.last_outputs is None:
+            row.status, row.error = "unchecked", self.last_error
+            return
+        self._judge(work, row, self.last_outputs)
 
     def _compare(self, work: Program, row: PassRow) -> None:
         func = work.functions["main"]
@@ -350,15 +376,21 @@ class _Run:
             )
             return
         got = []
+        self.evaluations += 1
         try:
             for feeds in self.feeds:
                 got.append(_outputs(work, {new: feeds[old] for old, new in zip(self.input_names, names)}))
         except UnsupportedOpError as error:
             row.status, row.error = "unchecked", str(error)
+            self.last_outputs, self.last_error = None, row.error
             return
         except Exception as error:  # noqa: BLE001 - a program the interpreter rejects is broken
             row.status, row.error = "invalid", f"the interpreter cannot run the program: {_one_line(error)}"
             return
+        self.last_outputs, self.last_error = got, None
+        self._judge(work, row, got)
+
+    def _judge(self, work: Program, row: PassRow, got: list[list]) -> None:
         precision = "fp16" if "fp16" in (self.base_precision, _precision(work)) else "fp32"
         row.outputs = compare_outputs(self.output_names, self.want, got, precision)
         row.status = max((o.status for o in row.outputs.values()), key=STATUS_ORDER.index, default="same")
@@ -453,6 +485,8 @@ def format_row(row: PassRow, width: int = 46) -> str:
     outputs (or the error)."""
     ops = f"{row.ops_before} -> {row.ops_after}"
     detail = row.error if row.error is not None else "; ".join(o.describe() for o in row.outputs.values())
+    if not row.evaluated:
+        detail = f"unchanged, not re-run; {detail}"
     return f"{row.index:4d}  {row.name:{width}s} {ops:>14s} {row.seconds:8.3f}s  {row.status:9s}  {detail}"
 
 

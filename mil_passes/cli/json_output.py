@@ -39,7 +39,8 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
          "outputs": {"y": {"dtype_before": "fp32", "dtype_after": "int32",
                            "shape_before": [2], "shape_after": [2],
                            "max_abs": 0.5, "max_rel": 0.0476}},   # null when the shapes differ
-         "error": null}                              # one line for raised, invalid, unchecked
+         "error": null,                              # one line for raised, invalid, unchecked
+         "evaluated": true}                          # false: the pass left the program as it was
       ],
       "culprit": "common::const_elimination"          # the first changed/raised/invalid pass, or null
     }
@@ -134,6 +135,7 @@ def verify_json(verification: Verification) -> dict:
                     for name, change in row.outputs.items()
                 },
                 "error": row.error,
+                "evaluated": row.evaluated,
             }
             for row in verification.rows
         ],
