@@ -35,7 +35,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from .fingerprint import Fingerprinter
 from .ir import iter_ops, op_counts
 from .reference import UnsupportedOpError
-from .reference.interpreter import evaluate_vars
+from .reference.interpreter import output_values
 from .reference.feeds import random_inputs
 
 __all__ = [
@@ -279,8 +279,8 @@ def _feed_list(prog: Program, feeds, seed: int) -> list[dict[str, np.ndarray]]:
 def _outputs(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarray]:
     """``main``'s outputs in order (by position: two outputs may be one var, or share a name)."""
     with np.errstate(all="ignore"):
-        values = evaluate_vars(prog, feeds)
-    return [np.asarray(values[var]) for var in prog.functions["main"].outputs]
+        values = output_values(prog, feeds)
+    return [np.asarray(value) for value in values]
 
 
 def _evaluate_original(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarray]:

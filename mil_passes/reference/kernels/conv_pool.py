@@ -18,7 +18,8 @@ The spatial semantics are coremltools' op definitions (``ops/defs/iOS15/conv.py`
 Precision: products and sums are computed in float64 and rounded once to the declared dtype
 (fp16 or fp32), so results do not depend on summation order.
 
-Vectorized: conv is im2col (a strided window view) and one batched matmul per call;
+Vectorized: conv is im2col (one float64 copy of the input per kernel offset) and one batched
+matmul per call, a depthwise conv a multiply-add per kernel offset;
 conv_transpose is one matmul plus a strided add per kernel offset. No loop visits output pixels.
 """
 
@@ -81,8 +82,9 @@ def _spatial_axes(rank: int) -> tuple[int, ...]:
 
 @kernel("conv")
 def conv(op, args) -> np.ndarray:
-    """``conv``: grouped N-d cross-correlation (1-D to 3-D), im2col then a batched matmul."""
-    x, weight = _as_float64(args["x"]), _as_float64(args["weight"])
+    """``conv``: grouped N-d cross-correlation (1-D to 3-D), im2col then a batched matmul
+    (depthwise: the taps accumulated one by one)."""
+    x, weight = np.asarray(args["x"]), _as_float64(args["weight"])
     rank = x.ndim - 2
     batch, c_in = x.shape[:2]
     c_out, c_group = weight.shape[:2]
@@ -99,34 +101,53 @@ def conv(op, args) -> np.ndarray:
     dilated = [(k - 1) * d + 1 for k, d in zip(kernel_sizes, dilations)]
     sizes = list(x.shape[2:])
     pads = spatial_pads(op, _pad_type(op, args), args.get("pad"), sizes, dilated, strides)
-    padded = np.pad(x, [(0, 0), (0, 0)] + pads)
+    padded = _zero_padded(x, pads)
     out_sizes = [(n - k) // s + 1 for n, k, s in zip(padded.shape[2:], dilated, strides)]
     if min(out_sizes) <= 0:
         raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
 
-    # windows: [N, C_in, *out, *K] as a strided view of the padded input.
-    windows = sliding_window_view(padded, dilated, axis=_spatial_axes(rank))  # type: ignore[call-overload]  # numpy takes a tuple of axes; its stubs say one
-    windows = windows[
-        (slice(None), slice(None))
-        + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out_sizes, strides))
-        + tuple(slice(None, None, d) for d in dilations)
+    # taps: per kernel offset, the input each output position sees there ([N, C_in, *out], a view).
+    offsets = list(itertools.product(*(range(k) for k in kernel_sizes)))
+    taps = [
+        padded[
+            (Ellipsis,)
+            + tuple(
+                slice(o * d, o * d + (n - 1) * s + 1, s) for o, d, n, s in zip(offset, dilations, out_sizes, strides)
+            )
+        ]
+        for offset in offsets
     ]
+    if c_group == 1 and c_out == groups:  # depthwise: one filter per channel, accumulated tap by tap
+        taps_weight = weight.reshape(c_out, len(offsets))
+        result = np.zeros((batch, c_out, *out_sizes))
+        for index, tap in enumerate(taps):
+            result += taps_weight[:, index].reshape((-1,) + (1,) * rank) * tap
+        return _add_bias(result, args.get("bias"))
     out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
-    # columns: [groups, N * out, C_in/groups * K]
-    columns = windows.reshape(batch, groups, c_group, out_count, kernel_count)
-    columns = columns.transpose(1, 0, 3, 2, 4)
-    columns = columns.reshape(groups, batch * out_count, c_group * kernel_count)
-    filters = weight.reshape(groups, c_out // groups, c_group * kernel_count).transpose(0, 2, 1)
-    result = np.matmul(columns, filters)  # [groups, N * out, C_out/groups]
-    result = result.reshape(groups, batch, out_count, c_out // groups).transpose(1, 0, 3, 2)
-    result = result.reshape(batch, c_out, *out_sizes)
-    return _add_bias(result, args.get("bias"))
+    # columns: [N, C_in, K, *out] in float64, one copy of each tap; then [N, groups, C_in/groups * K, out].
+    columns = np.empty((batch, c_in, kernel_count, *out_sizes))
+    for index, tap in enumerate(taps):
+        columns[:, :, index] = tap
+    columns = columns.reshape(batch, groups, c_group * kernel_count, out_count)
+    filters = weight.reshape(groups, c_out // groups, c_group * kernel_count)
+    result = np.matmul(filters, columns)  # [N, groups, C_out/groups, out]
+    return _add_bias(result.reshape(batch, c_out, *out_sizes), args.get("bias"))
+
+
+def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
+    """``x`` with zeros around its spatial dims (``x`` itself when there is no padding)."""
+    if not any(before or after for before, after in pads):
+        return x
+    padded = np.zeros(x.shape[:2] + tuple(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), x.dtype)
+    padded[(slice(None), slice(None)) + tuple(slice(b, b + n) for n, (b, _) in zip(x.shape[2:], pads))] = x
+    return padded
 
 
 def _add_bias(result: np.ndarray, bias) -> np.ndarray:
     if bias is None:
         return result
-    return result + _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2))
+    result += _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2))
+    return result
 
 
 # -- conv_transpose ------------------------------------------------------------------------------
