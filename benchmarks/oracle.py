@@ -90,8 +90,8 @@ def time_interpreter(prepared, precisions: tuple[str, ...], repeats: int) -> tup
     for _ in range(repeats):
         best_torch = min(best_torch, _cpu(eager))
         for precision in precisions:
-            program, feed = prepared.programs[precision], feeds[precision]
-            best[precision] = min(best[precision], _cpu(lambda: evaluate(program, feed)))
+            seconds = _cpu(lambda p=precision: evaluate(prepared.programs[p], feeds[p]))
+            best[precision] = min(best[precision], seconds)
     return best_torch, best
 
 
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=[m.name for m in oracle_models.MODELS])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-verify", action="store_true", help="skip verify and optimize")
-    parser.add_argument("--cache", type=Path, default=None, help="where converted packages are kept (default: a temp dir)")
+    parser.add_argument("--cache", type=Path, default=None, help="keep converted packages there (default: a temp dir)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
