@@ -1,13 +1,11 @@
-"""A structural fingerprint of a MIL function: equal fingerprints compute equal values.
+"""A structural fingerprint of a MIL function: equal fingerprints compute equal outputs.
 
-The fingerprint covers what the reference interpreter reads: each op's class (its type and
-opset), its inputs (which var feeds which input, by position of definition, not by name), the
-declared dtype and shape of each output, constant values (hashed by their bytes), nested blocks,
-and the function's inputs and outputs. Names are left out: renaming vars changes no value.
-
-Each op also gets a *chained* digest that covers every op before it in its block, so the first
-op whose chained digest differs between two versions of a function is where they start to
-differ: the ops before it compute the same values.
+The fingerprint is a Merkle hash of what the function's outputs are computed from: each var's
+digest covers the op that makes it (its class: type and opset), that op's inputs' digests by input
+name, its constant value (hashed by its bytes), the declared dtype and shape of its outputs, and
+its nested blocks. Function inputs count by position and type. Names do not count (renaming
+changes no value), nor does the order of independent ops, nor an op whose result no output
+reads (dead code), except an op that reads or writes a state, which counts where it stands.
 
 A const's bytes are hashed once per array object (``blake2b``); while that object lives, its
 digest is reused, checked against a sample of 4,096 evenly spaced elements. An array changed in
@@ -18,30 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from coremltools.converters.mil.mil import Block, Function, Operation, Program, Var, types
 
 SAMPLE = 4096
-
-
-@dataclass(frozen=True)
-class FunctionPrint:
-    """A function's digest, and the chained digest of each op of its top-level block."""
-
-    digest: bytes
-    op_digests: tuple[bytes, ...]
-
-    def common_prefix(self, other: FunctionPrint) -> int:
-        """How many top-level ops, from the first, the two functions share."""
-        count = 0
-        for mine, theirs in zip(self.op_digests, other.op_digests):
-            if mine != theirs:
-                break
-            count += 1
-        return count
 
 
 def _hash(*parts: bytes | memoryview) -> bytes:
@@ -58,51 +38,45 @@ class Fingerprinter:
     def __init__(self) -> None:
         self._arrays: dict[int, tuple[weakref.ref, bytes, bytes]] = {}
 
-    def program(self, prog: Program, function: str = "main") -> FunctionPrint:
+    def program(self, prog: Program, function: str = "main") -> bytes:
         """The fingerprint of ``function`` of ``prog``."""
         return self.function(prog.functions[function])
 
-    def function(self, func: Function) -> FunctionPrint:
-        ids: dict[Var, int] = {}
+    def function(self, func: Function) -> bytes:
+        digests: dict[Var, bytes] = {}
         inputs = []
-        for var in func.inputs.values():
-            ids[var] = len(ids)
-            inputs.append(_type_text(var).encode())
-        op_digests = self._block_ops(func, ids)
-        outputs = ",".join(str(ids.get(var, -1)) for var in func.outputs).encode()
-        last = op_digests[-1] if op_digests else b""
-        return FunctionPrint(_hash(b"function", *inputs, last, outputs), tuple(op_digests))
+        for position, var in enumerate(func.inputs.values()):
+            digests[var] = _hash(b"input", str(position).encode(), _type_text(var).encode())
+            inputs.append(digests[var])
+        return _hash(b"function", *inputs, self._block_digest(func, digests, depth=0))
 
-    def _block_ops(self, block: Block, ids: dict[Var, int]) -> list[bytes]:
-        chained: list[bytes] = []
-        previous = b""
+    def _block_digest(self, block: Block, digests: dict[Var, bytes], depth: int) -> bytes:
+        """The digest of ``block``'s outputs and of its state-touching ops, in block order."""
+        effects = []
         for op in block.operations:
-            previous = _hash(previous, self._op(op, ids))
-            chained.append(previous)
-        return chained
+            op_digest = self._op(op, digests, depth)
+            for index, var in enumerate(op.outputs):
+                digests[var] = _hash(op_digest, str(index).encode())
+            if _touches_state(op):
+                effects.append(op_digest)
+        outputs = [digests.get(var) or _free(var) for var in block.outputs]
+        return _hash(b"outputs", *outputs, b"effects", *effects)
 
-    def _op(self, op: Operation, ids: dict[Var, int]) -> bytes:
+    def _op(self, op: Operation, digests: dict[Var, bytes], depth: int) -> bytes:
         cls = type(op)
-        parts = [f"{cls.__module__}.{cls.__qualname__}:{op.op_type}".encode()]
+        parts: list[bytes] = [f"{cls.__module__}.{cls.__qualname__}:{op.op_type}".encode()]
         if op.op_type == "const":
             parts.append(self._value(op.outputs[0]))
         for name, value in op.inputs.items():
-            parts.append(f"{name}={_reference(value, ids)}".encode())
+            parts.append(name.encode())
+            for var in value if isinstance(value, (list, tuple)) else (value,):
+                parts.append(digests.get(var) or _free(var))
         for block in op.blocks:
-            parts.append(self._block(block, ids))
-        for var in op.outputs:
-            ids[var] = len(ids)
-            parts.append(_type_text(var).encode())
+            for position, var in enumerate(block.inputs):
+                digests[var] = _hash(b"block input", f"{depth}.{position}".encode(), _type_text(var).encode())
+            parts.append(self._block_digest(block, digests, depth + 1))
+        parts.extend(_type_text(var).encode() for var in op.outputs)
         return _hash(*parts)
-
-    def _block(self, block: Block, ids: dict[Var, int]) -> bytes:
-        inputs = []
-        for var in block.inputs:
-            ids[var] = len(ids)
-            inputs.append(_type_text(var).encode())
-        ops = self._block_ops(block, ids)
-        outputs = ",".join(str(ids.get(var, -1)) for var in block.outputs).encode()
-        return _hash(b"block", *inputs, ops[-1] if ops else b"", outputs)
 
     def _value(self, var: Var) -> bytes:
         val = var.val
@@ -130,16 +104,21 @@ class Fingerprinter:
         return digest
 
 
-def _reference(value: Any, ids: dict[Var, int]) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, (list, tuple)):
-        return "(" + ",".join(_reference(v, ids) for v in value) + ")"
-    return str(ids.get(value, f"outer:{value.name}"))
+def _free(var: Var) -> bytes:
+    """A var defined nowhere this walk has seen (not in a valid program): its name stands for it."""
+    return _hash(b"free", var.name.encode())
+
+
+def _touches_state(op: Operation) -> bool:
+    for value in op.inputs.values():
+        for var in value if isinstance(value, (list, tuple)) else (value,):
+            if var.sym_type is not None and types.is_state(var.sym_type):
+                return True
+    return False
 
 
 def _type_text(var: Var) -> str:
-    sym_type = var.sym_type
+    sym_type: Any = var.sym_type
     if sym_type is None:
         return "unknown"
     if types.is_tensor(sym_type):

@@ -15,8 +15,9 @@ bool value, or a float value beyond the tolerance), ``raised`` and ``invalid``.
 
 Inputs and outputs are matched by position: ``common::sanitize_input_output_names`` may rename them.
 
-A pass that leaves the program as it was (its :mod:`~mil_passes.fingerprint` unchanged: ops,
-types, constants, wiring; names aside) is not evaluated again: its row compares the last outputs
+A pass that leaves what the outputs are computed from as it was (its
+:mod:`~mil_passes.fingerprint` unchanged: ops, types, constants, wiring; names, the order of
+independent ops and dead code aside) is not evaluated again: its row compares the last outputs
 computed and says so (``evaluated`` False, "unchanged, not re-run").
 """
 
@@ -326,7 +327,7 @@ class _Run:
         self.want = want
         self.base_precision = _precision(original)
         self.fingerprinter = Fingerprinter()
-        self.evaluated = self.fingerprinter.program(original).digest
+        self.evaluated = self.fingerprinter.program(original)
         self.last_outputs: list[list] | None = want  # None: the last program had an op without kernel
         self.last_error: str | None = None
         self.evaluations = 0  # evaluations of the working program, each on every feed
@@ -349,7 +350,7 @@ class _Run:
         except Exception as error:  # noqa: BLE001
             row.status, row.error = "invalid", f"validate() failed: {_one_line(error)}"
             return row
-        fingerprint = self.fingerprinter.program(work).digest
+        fingerprint = self.fingerprinter.program(work)
         if fingerprint == self.evaluated:
             row.evaluated = False
             self._repeat(work, row)
