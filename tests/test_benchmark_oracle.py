@@ -36,7 +36,9 @@ def test_a_tiny_model_is_timed_and_verified(tmp_path):
 
 def test_the_report_names_every_target_and_each_miss():
     fast = oracle.ModelFigures("a", 1.0, {"fp32": 2.0, "fp16": 3.0}, verify=10.0, verify_wall=12.0, optimize=1.0)
-    slow = oracle.ModelFigures("gpt2_124m", 1.0, {"fp32": 3.0, "fp16": 3.5}, verify=90.0, verify_wall=70.0, optimize=5.0)
+    slow = oracle.ModelFigures(
+        "gpt2_124m", 1.0, {"fp32": 3.0, "fp16": 3.5}, verify=90.0, verify_wall=70.0, optimize=5.0
+    )
     results = oracle.checks([fast, slow])
     assert [ok for _, ok in results] == [False, True, False, False]
     assert results[0][0] == "interpreter fp32 ÷ torch ≤ 2.5x: worst 3.00x (gpt2_124m) MISSED"
