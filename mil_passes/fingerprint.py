@@ -46,7 +46,7 @@ class Fingerprinter:
         digests: dict[Var, bytes] = {}
         inputs = []
         for position, var in enumerate(func.inputs.values()):
-            digests[var] = _hash(b"input", str(position).encode(), _type_text(var).encode())
+            digests[var] = _hash(b"input", str(position).encode(), _type_text(var.sym_type))
             inputs.append(digests[var])
         return _hash(b"function", *inputs, self._block_digest(func, digests, depth=0))
 
@@ -54,29 +54,32 @@ class Fingerprinter:
         """The digest of ``block``'s outputs and of its state-touching ops, in block order."""
         effects = []
         for op in block.operations:
-            op_digest = self._op(op, digests, depth)
+            op_digest, touches_state = self._op(op, digests, depth)
             for index, var in enumerate(op.outputs):
-                digests[var] = _hash(op_digest, str(index).encode())
-            if _touches_state(op):
+                digests[var] = op_digest + index.to_bytes(4, "little")
+            if touches_state:
                 effects.append(op_digest)
         outputs = [digests.get(var) or _free(var) for var in block.outputs]
         return _hash(b"outputs", *outputs, b"effects", *effects)
 
-    def _op(self, op: Operation, digests: dict[Var, bytes], depth: int) -> bytes:
+    def _op(self, op: Operation, digests: dict[Var, bytes], depth: int) -> tuple[bytes, bool]:
+        """The op's digest, and whether it reads or writes a state."""
         cls = type(op)
-        parts: list[bytes] = [f"{cls.__module__}.{cls.__qualname__}:{op.op_type}".encode()]
-        if op.op_type == "const":
+        parts: list[bytes] = [_class_text(cls)]
+        if cls.__name__ == "const":
             parts.append(self._value(op.outputs[0]))
+        touches_state = False
         for name, value in op.inputs.items():
             parts.append(name.encode())
             for var in value if isinstance(value, (list, tuple)) else (value,):
                 parts.append(digests.get(var) or _free(var))
+                touches_state = touches_state or _is_state(var.sym_type)
         for block in op.blocks:
             for position, var in enumerate(block.inputs):
-                digests[var] = _hash(b"block input", f"{depth}.{position}".encode(), _type_text(var).encode())
+                digests[var] = _hash(b"block input", f"{depth}.{position}".encode(), _type_text(var.sym_type))
             parts.append(self._block_digest(block, digests, depth + 1))
-        parts.extend(_type_text(var).encode() for var in op.outputs)
-        return _hash(*parts)
+        parts.extend(_type_text(var.sym_type) for var in op.outputs)
+        return _hash(*parts), touches_state
 
     def _value(self, var: Var) -> bytes:
         val = var.val
@@ -89,7 +92,7 @@ class Fingerprinter:
 
     def _array(self, array: np.ndarray) -> bytes:
         header = f"{array.dtype.str}{array.shape}".encode()
-        if not array.flags.c_contiguous:
+        if array.size <= SAMPLE or not array.flags.c_contiguous:
             return _hash(header, np.ascontiguousarray(array).tobytes())
         flat = array.reshape(-1)
         sample = flat[:: max(1, flat.size // SAMPLE)].tobytes()
@@ -109,20 +112,37 @@ def _free(var: Var) -> bytes:
     return _hash(b"free", var.name.encode())
 
 
-def _touches_state(op: Operation) -> bool:
-    for value in op.inputs.values():
-        for var in value if isinstance(value, (list, tuple)) else (value,):
-            if var.sym_type is not None and types.is_state(var.sym_type):
-                return True
-    return False
+_TEXTS: dict[Any, bytes] = {}
 
 
-def _type_text(var: Var) -> str:
-    sym_type: Any = var.sym_type
+def _class_text(cls: type) -> bytes:
+    text = _TEXTS.get(cls)
+    if text is None:
+        text = _TEXTS[cls] = f"{cls.__module__}.{cls.__qualname__}:{cls.__name__}".encode()
+    return text
+
+
+def _is_state(sym_type: Any) -> bool:
+    return sym_type is not None and types.is_state(sym_type)
+
+
+def _type_text(sym_type: Any) -> bytes:
+    """A type's text, remembered per type (MIL types are immutable)."""
+    try:
+        text = _TEXTS.get(sym_type)
+    except TypeError:  # an unhashable type
+        return _describe(sym_type).encode()
+    if text is None:
+        text = _TEXTS[sym_type] = _describe(sym_type).encode()
+    return text
+
+
+def _describe(sym_type: Any) -> str:
     if sym_type is None:
         return "unknown"
     if types.is_tensor(sym_type):
-        return f"tensor<{types.builtin_to_string(var.dtype)},{tuple(str(d) for d in var.shape)}>"
+        shape = tuple(str(d) for d in sym_type.get_shape())
+        return f"tensor<{types.builtin_to_string(sym_type.get_primitive())},{shape}>"
     if types.is_scalar(sym_type) or sym_type in (types.str, types.bool):
         return types.builtin_to_string(sym_type)
     type_info = getattr(sym_type, "__type_info__", None)  # list[tensor[2,3,fp32]], state[...], tuple

@@ -23,6 +23,7 @@ computed and says so (``evaluated`` False, "unchanged, not re-run").
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -330,6 +331,7 @@ class _Run:
         self.evaluated = self.fingerprinter.program(original)
         self.last_outputs: list[list] | None = want  # None: the last program had an op without kernel
         self.last_error: str | None = None
+        self.last_changes: dict[str, dict[str, OutputChange]] = {}  # per precision: the last outputs compared
         self.evaluations = 0  # evaluations of the working program, each on every feed
 
     def step(self, work: Program, index: int, name: str) -> PassRow:
@@ -388,12 +390,14 @@ class _Run:
         except Exception as error:  # noqa: BLE001 - a program the interpreter rejects is broken
             row.status, row.error = "invalid", f"the interpreter cannot run the program: {_one_line(error)}"
             return
-        self.last_outputs, self.last_error = got, None
+        self.last_outputs, self.last_error, self.last_changes = got, None, {}
         self._judge(work, row, got)
 
     def _judge(self, work: Program, row: PassRow, got: list[list]) -> None:
         precision = "fp16" if "fp16" in (self.base_precision, _precision(work)) else "fp32"
-        row.outputs = compare_outputs(self.output_names, self.want, got, precision)
+        if precision not in self.last_changes:
+            self.last_changes[precision] = compare_outputs(self.output_names, self.want, got, precision)
+        row.outputs = {name: dataclasses.replace(change) for name, change in self.last_changes[precision].items()}
         row.status = max((o.status for o in row.outputs.values()), key=STATUS_ORDER.index, default="same")
 
 
