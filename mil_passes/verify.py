@@ -429,11 +429,14 @@ def compare_outputs(
             change.status = "changed"
             result[name] = change
             continue
-        max_abs = max(_max_abs(b, a) for b, a in zip(before, after))
-        scale = max(_scale(b) for b in before)
+        exact = all(_identical(b, a) for b, a in zip(before, after))
+        if exact:  # bit for bit (NaN for NaN): no change to measure
+            max_abs, scale = 0.0, 0.0
+        else:
+            max_abs = max(_max_abs(b, a) for b, a in zip(before, after))
+            scale = max(_scale(b) for b in before)
         change.max_abs = max_abs
         change.max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
-        exact = all(_identical(b, a) for b, a in zip(before, after))
         if change.dtype_before != change.dtype_after:
             change.status = "changed"
         elif exact:
