@@ -56,6 +56,7 @@ fuzz-coremltools: $(VENV)/.installed-test
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python benchmarks/cli_startup.py
+	$(BIN)/python -m benchmarks.oracle
 
 clean:
 	rm -rf $(VENV) .matrix build *.egg-info

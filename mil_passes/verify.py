@@ -18,10 +18,16 @@ Inputs and outputs are matched by position: ``common::sanitize_input_output_name
 A stateful program (iOS18 states) is stepped: each feed runs ``steps`` predictions from zero states
 (:mod:`~mil_passes.stepping`), and every step's outputs and the states after every step are
 compared; the states get their own entries in each row (:attr:`PassRow.states`).
+
+A pass that leaves what the outputs are computed from as it was (its
+:mod:`~mil_passes.fingerprint` unchanged: ops, types, constants, wiring; names, the order of
+independent ops and dead code aside) is not evaluated again: its row compares the last outputs
+computed and says so (``evaluated`` False, "unchanged, not re-run").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +38,10 @@ from coremltools.converters.mil.mil import Program, types
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
+from .fingerprint import Fingerprinter
 from .ir import iter_ops, op_counts
 from .reference import UnsupportedOpError
-from .reference.interpreter import evaluate_vars
+from .reference.interpreter import output_values
 from .reference.feeds import random_inputs
 from .stepping import SteppedFeed, is_stateful, random_stepped_feed, stepped_feed, stepped_values
 
@@ -165,6 +172,7 @@ class PassRow:
     outputs: dict[str, OutputChange] = field(default_factory=dict)
     error: str | None = None
     states: dict[str, OutputChange] = field(default_factory=dict)  # a stateful program's states
+    evaluated: bool = True  # False: the pass left the program as it was; the last outputs stand
 
     @property
     def is_culprit(self) -> bool:
@@ -302,8 +310,8 @@ def _outputs(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarray]:
             outputs, states = stepped_values(prog, feeds)
         return outputs + states
     with np.errstate(all="ignore"):
-        values = evaluate_vars(prog, feeds)
-    return [np.asarray(values[var]) for var in prog.functions["main"].outputs]
+        values = output_values(prog, feeds)
+    return [np.asarray(value) for value in values]
 
 
 def _evaluate_original(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarray]:
@@ -338,7 +346,9 @@ def _precision(prog: Program) -> str:
 
 
 class _Run:
-    """The state of one verify run: the pipeline, the original's interface, feeds and outputs."""
+    """The state of one verify run: the pipeline, the original's interface, feeds and outputs, and
+    the fingerprint and outputs of the last program evaluated: a pass that leaves the program's
+    fingerprint as it was is not evaluated again (its outputs are the last ones)."""
 
     def __init__(self, pipeline: PassPipeline, original: Program, feeds: list[dict], want: list[list]):
         func = original.functions["main"]
@@ -349,6 +359,14 @@ class _Run:
         self.feeds = feeds
         self.want = want
         self.base_precision = _precision(original)
+        self.fingerprinter = Fingerprinter()
+        self.evaluated = self.fingerprinter.program(original)
+        self.last_outputs: list[list] | None = want  # None: the last program had an op without kernel
+        self.last_error: str | None = None
+        self.last_changes: dict[
+            str, tuple[dict[str, OutputChange], dict[str, OutputChange]]
+        ] = {}  # per precision: the last outputs compared
+        self.evaluations = 0  # evaluations of the working program, each on every feed
 
     def step(self, work: Program, index: int, name: str) -> PassRow:
         ops_before = _ops(work)
@@ -368,8 +386,21 @@ class _Run:
         except Exception as error:  # noqa: BLE001
             row.status, row.error = "invalid", f"validate() failed: {_one_line(error)}"
             return row
-        self._compare(work, row)
+        fingerprint = self.fingerprinter.program(work)
+        if fingerprint == self.evaluated:
+            row.evaluated = False
+            self._repeat(work, row)
+        else:
+            self.evaluated = fingerprint
+            self._compare(work, row)
         return row
+
+    def _repeat(self, work: Program, row: PassRow) -> None:
+        """The row of a pass that left the program as it was: the last outputs, compared again."""
+        if self.last_outputs is None:
+            row.status, row.error = "unchecked", self.last_error
+            return
+        self._judge(work, row, self.last_outputs)
 
     def _compare(self, work: Program, row: PassRow) -> None:
         func = work.functions["main"]
@@ -382,6 +413,7 @@ class _Run:
             )
             return
         got = []
+        self.evaluations += 1
         try:
             for feeds in self.feeds:
                 renamed = dict(zip(self.input_names, names))
@@ -395,25 +427,40 @@ class _Run:
                 )
         except UnsupportedOpError as error:
             row.status, row.error = "unchecked", str(error)
+            self.last_outputs, self.last_error = None, row.error
             return
         except Exception as error:  # noqa: BLE001 - a program the interpreter rejects is broken
             row.status, row.error = "invalid", f"the interpreter cannot run the program: {_one_line(error)}"
             return
+        self.last_outputs, self.last_error, self.last_changes = got, None, {}
+        self._judge(work, row, got)
+
+    def _judge(self, work: Program, row: PassRow, got: list[list]) -> None:
         precision = "fp16" if "fp16" in (self.base_precision, _precision(work)) else "fp32"
-        count = len(self.output_names)
-        row.outputs = compare_outputs(
-            self.output_names, [w[:count] for w in self.want], [g[:count] for g in got], precision
-        )
-        if self.state_names:
-            row.states = compare_outputs(
-                self.state_names, [w[count:] for w in self.want], [g[count:] for g in got], precision
-            )
-            for change in row.states.values():
-                change.kind = "state"
-            for change in (*row.outputs.values(), *row.states.values()):  # shapes without the step axis
-                change.shape_before, change.shape_after = change.shape_before[1:], change.shape_after[1:]
+        if precision not in self.last_changes:
+            self.last_changes[precision] = self._changes(got, precision)
+        outputs, states = self.last_changes[precision]
+        row.outputs = {name: dataclasses.replace(change) for name, change in outputs.items()}
+        row.states = {name: dataclasses.replace(change) for name, change in states.items()}
         changes = (*row.outputs.values(), *row.states.values())
         row.status = max((o.status for o in changes), key=STATUS_ORDER.index, default="same")
+
+    def _changes(self, got: list[list], precision: str) -> tuple[dict[str, OutputChange], dict[str, OutputChange]]:
+        """The outputs' changes, and a stateful program's states' (shapes without the step axis)."""
+        count = len(self.output_names)
+        outputs = compare_outputs(
+            self.output_names, [w[:count] for w in self.want], [g[:count] for g in got], precision
+        )
+        states: dict[str, OutputChange] = {}
+        if self.state_names:
+            states = compare_outputs(
+                self.state_names, [w[count:] for w in self.want], [g[count:] for g in got], precision
+            )
+            for change in states.values():
+                change.kind = "state"
+            for change in (*outputs.values(), *states.values()):
+                change.shape_before, change.shape_after = change.shape_before[1:], change.shape_after[1:]
+        return outputs, states
 
 
 def compare_outputs(
@@ -444,11 +491,14 @@ def compare_outputs(
             change.status = "changed"
             result[name] = change
             continue
-        max_abs = max(_max_abs(b, a) for b, a in zip(before, after))
-        scale = max(_scale(b) for b in before)
+        exact = all(_identical(b, a) for b, a in zip(before, after))
+        if exact:  # bit for bit (NaN for NaN): no change to measure
+            max_abs, scale = 0.0, 0.0
+        else:
+            max_abs = max(_max_abs(b, a) for b, a in zip(before, after))
+            scale = max(_scale(b) for b in before)
         change.max_abs = max_abs
         change.max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
-        exact = all(_identical(b, a) for b, a in zip(before, after))
         if change.dtype_before != change.dtype_after:
             change.status = "changed"
         elif exact:
@@ -506,6 +556,8 @@ def format_row(row: PassRow, width: int = 46) -> str:
     ops = f"{row.ops_before} -> {row.ops_after}"
     described = [o.describe() for o in row.outputs.values()] + [f"state {s.describe()}" for s in row.states.values()]
     detail = row.error if row.error is not None else "; ".join(described)
+    if not row.evaluated:
+        detail = f"unchanged, not re-run; {detail}"
     return f"{row.index:4d}  {row.name:{width}s} {ops:>14s} {row.seconds:8.3f}s  {row.status:9s}  {detail}"
 
 

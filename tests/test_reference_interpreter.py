@@ -205,3 +205,52 @@ def test_every_kernel_module_is_a_loaded_family():
     from mil_passes.reference import kernels
 
     assert set(kernels.FAMILIES) == {module.name for module in pkgutil.iter_modules(kernels.__path__)}
+
+
+def test_output_values_are_in_order_and_one_var_may_be_two_outputs():
+    from mil_passes.reference.interpreter import output_values
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 3))], opset_version=IOS17)
+    def prog(x):
+        y = mb.relu(x=x, name="y")
+        return y, mb.mul(x=y, y=2.0, name="z"), y
+
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    y, z, again = output_values(prog, {"x": x})
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    np.testing.assert_array_equal(z, np.maximum(x, 0) * 2)
+    assert again is y
+
+
+def test_an_intermediate_is_dropped_after_its_last_reader(monkeypatch):
+    import weakref
+
+    from mil_passes.reference import kernels
+    from mil_passes.reference.interpreter import evaluate_vars
+
+    relu_output: list[weakref.ref] = []
+    alive_at_cos: list[bool] = []
+    sin, cos = kernels.KERNELS["sin"], kernels.KERNELS["cos"]
+
+    def watching_sin(op, args):
+        relu_output.append(weakref.ref(args["x"]))
+        return sin(op, args)
+
+    def checking_cos(op, args):
+        alive_at_cos.append(relu_output[-1]() is not None)
+        return cos(op, args)
+
+    monkeypatch.setitem(kernels.KERNELS, "sin", watching_sin)
+    monkeypatch.setitem(kernels.KERNELS, "cos", checking_cos)
+
+    @mb.program(input_specs=[mb.TensorSpec((4,))], opset_version=IOS17)
+    def prog(x):
+        a = mb.relu(x=x)  # read by sin only
+        b = mb.sin(x=a)  # read by cos and add
+        return mb.add(x=mb.cos(x=b), y=b, name="out")
+
+    x = np.arange(4, dtype=np.float32)
+    out = evaluate(prog, {"x": x})
+    np.testing.assert_allclose(out["out"], np.cos(np.sin(x)) + np.sin(x), rtol=1e-6)
+    evaluate_vars(prog, {"x": x})  # keeps every value
+    assert alive_at_cos == [False, True]

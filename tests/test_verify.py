@@ -81,6 +81,40 @@ class declare_wrong_shape(AbstractGraphPass):
 
 
 @register_pass(namespace="verify_test")
+class nothing(AbstractGraphPass):
+    """Leaves the program as it was."""
+
+    def apply(self, prog):
+        pass
+
+
+@register_pass(namespace="verify_test")
+class rename_vars(AbstractGraphPass):
+    """Renames every non-const op and its outputs (values unchanged)."""
+
+    def apply(self, prog):
+        for op in prog.functions["main"].operations:
+            if op.op_type != "const":
+                op.name = op.name + "_renamed"
+                for var in op.outputs:
+                    var.name = var.name + "_renamed"
+
+
+@register_pass(namespace="verify_test")
+class nudge_a_constant(AbstractGraphPass):
+    """The const ``0.7`` becomes ``0.75`` (a new const op of the same type and shape)."""
+
+    def apply(self, prog):
+        block = prog.functions["main"]
+        for op in list(block.operations):
+            if op.op_type == "const" and np.float32(op.val.val) == np.float32(0.7):
+                with block:
+                    new = mb.const(val=np.float32(0.75), before_op=op, name=op.name + "_nudged")
+                block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
+                block.remove_ops([op])
+
+
+@register_pass(namespace="verify_test")
 class explode(AbstractGraphPass):
     def apply(self, prog):
         raise RuntimeError("boom\nsecond line")
@@ -178,6 +212,65 @@ def test_a_value_change_names_the_pass():
     assert (culprit.index, culprit.name, culprit.status) == (2, "verify_test::add_becomes_sub", "changed")
     assert culprit.outputs["out"].max_abs == pytest.approx(0.2, rel=1e-5)
     assert len(verification.rows) == 2
+
+
+@pytest.fixture
+def evaluations(monkeypatch) -> list[int]:
+    """Counts the programs evaluated by verify (one count per feed)."""
+    from mil_passes import verify
+
+    counted: list[int] = []
+    outputs = verify._outputs
+
+    def counting(prog, feeds):
+        counted.append(1)
+        return outputs(prog, feeds)
+
+    monkeypatch.setattr(verify, "_outputs", counting)
+    return counted
+
+
+def test_a_pass_that_changes_nothing_is_not_evaluated_again(evaluations):
+    pipeline = ["verify_test::nothing", "verify_test::rename_vars", "common::noop_elimination", "verify_test::nothing"]
+    verification = verify_program(fp32_chain(), pipeline, feeds=2)
+    assert [row.evaluated for row in verification.rows] == [False, False, True, False]
+    assert len(evaluations) == 2 * 2  # the original and after noop_elimination, on 2 feeds
+    assert [row.status for row in verification.rows] == ["same"] * 4
+    assert "unchanged, not re-run" in format_row(verification.rows[0])
+    assert "unchanged, not re-run" not in format_row(verification.rows[2])
+    assert verification.culprit is None
+
+
+def test_a_pass_that_changes_only_a_constant_is_evaluated_and_named(evaluations):
+    pipeline = ["verify_test::nothing", "verify_test::nudge_a_constant", "verify_test::nothing"]
+    verification = verify_program(fp32_chain(), pipeline, feeds=1)
+    culprit = verification.culprit
+    assert (culprit.index, culprit.name, culprit.status, culprit.evaluated) == (
+        2,
+        "verify_test::nudge_a_constant",
+        "changed",
+        True,
+    )
+    assert culprit.outputs["out"].max_abs == pytest.approx(0.05, rel=1e-5)
+    assert len(evaluations) == 2
+
+
+def test_an_unchanged_pass_after_an_unchecked_one_is_unchecked(monkeypatch):
+    from mil_passes.reference import kernels
+    from mil_passes.reference.errors import UnsupportedOpError
+
+    def no_kernel(op, args):
+        raise UnsupportedOpError(op.op_type, op.name, "no kernel in this test")
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 4), dtype=types.fp32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.add(x=x, y=np.float32(1), name="out")
+
+    monkeypatch.setitem(kernels.KERNELS, "sub", no_kernel)  # the pass makes a sub
+    verification = verify_program(prog, ["verify_test::add_becomes_sub", "verify_test::nothing"], feeds=1)
+    statuses = [(row.status, row.evaluated) for row in verification.rows]
+    assert statuses == [("unchecked", True), ("unchecked", False)]
+    assert "no kernel in this test" in verification.rows[1].error
 
 
 def test_a_raising_pass_and_a_broken_program():
@@ -316,8 +409,19 @@ def test_cli_json(capsys, const_elimination_package):
         str(const_elimination_package),
     )
     last = document["passes"][-1]
-    assert set(last) == {"name", "seconds", "ops_before", "ops_after", "status", "outputs", "error", "states"}
+    assert set(last) == {
+        "name",
+        "seconds",
+        "ops_before",
+        "ops_after",
+        "status",
+        "outputs",
+        "error",
+        "states",
+        "evaluated",
+    }
     assert document["steps"] == 1 and last["states"] == {}  # no states: one prediction per feed
+    assert last["evaluated"] is True and document["passes"][0]["evaluated"] is False  # the first pass changes nothing
     assert last["outputs"]["y"]["dtype_after"] == "int32" and last["outputs"]["y"]["shape_before"] == [2]
     assert [row["name"] for row in document["passes"]] == PassPipeline.DEFAULT.passes[:11]
 

@@ -41,7 +41,8 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
                            "shape_before": [2], "shape_after": [2],
                            "max_abs": 0.5, "max_rel": 0.0476}},   # null when the shapes differ
          "error": null,                              # one line for raised, invalid, unchecked
-         "states": {}}                               # a stateful model's states after each step, as outputs
+         "states": {},                               # a stateful model's states after each step, as outputs
+         "evaluated": true}                          # false: the pass left the program as it was
       ],
       "culprit": "common::const_elimination"          # the first changed/raised/invalid pass, or null
     }
@@ -149,6 +150,7 @@ def verify_json(verification: Verification) -> dict:
                 },
                 "error": row.error,
                 "states": {name: _change_json(change) for name, change in row.states.items()},
+                "evaluated": row.evaluated,
             }
             for row in verification.rows
         ],

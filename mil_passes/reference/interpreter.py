@@ -16,6 +16,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Block, Operation, Program, Var, types
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
+from ..ir import iter_blocks
 from .errors import UnsupportedOpError
 from .kernels import KERNELS, load_families
 from .kernels.state import StateCell
@@ -59,8 +60,25 @@ def evaluate(
     Raises ``TypeError`` for a non-Program, ``ValueError`` for missing, extra, mis-shaped or
     mis-typed inputs or states, and :class:`UnsupportedOpError` for an op without a kernel.
     """
-    env = evaluate_vars(prog, inputs, function, states=states)
-    return {var.name: env[var] for var in prog.functions[function].outputs}
+    values = output_values(prog, inputs, function, states=states)
+    return {var.name: value for var, value in zip(prog.functions[function].outputs, values)}
+
+
+def output_values(
+    prog: Program,
+    inputs: Mapping[str, Any],
+    function: str = "main",
+    *,
+    states: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """Like :func:`evaluate`, but the outputs as a list in the function's order (one var may be
+    two outputs). Each intermediate value is dropped after the last op that reads it."""
+    func = _function(prog, function)
+    env: dict[Var, Any] = {}
+    _bind_inputs(func, inputs, env)
+    bind_states(func, states, env)
+    _run_block(func, env, _releases(func))
+    return [env[var] for var in func.outputs]
 
 
 def evaluate_vars(
@@ -73,17 +91,21 @@ def evaluate_vars(
     """Like :func:`evaluate`, but the value of every var computed (inputs, consts, op outputs,
     and the vars of the nested blocks that ran), keyed by Var; a state input's value is its
     :class:`~mil_passes.reference.kernels.state.StateCell`."""
-    if not isinstance(prog, Program):
-        raise TypeError(f"evaluate() needs a coremltools MIL Program, got {type(prog).__name__}")
-    if function not in prog.functions:
-        names = ", ".join(sorted(prog.functions))
-        raise ValueError(f"program has no function '{function}' (it has: {names})")
-    func = prog.functions[function]
+    func = _function(prog, function)
     env: dict[Var, Any] = {}
     _bind_inputs(func, inputs, env)
     bind_states(func, states, env)
     _run_block(func, env)
     return env
+
+
+def _function(prog: Program, function: str):
+    if not isinstance(prog, Program):
+        raise TypeError(f"evaluate() needs a coremltools MIL Program, got {type(prog).__name__}")
+    if function not in prog.functions:
+        names = ", ".join(sorted(prog.functions))
+        raise ValueError(f"program has no function '{function}' (it has: {names})")
+    return prog.functions[function]
 
 
 def _bind_inputs(func, feeds: Mapping[str, Any], env: dict) -> None:
@@ -163,11 +185,51 @@ def state_array(var: Var, value: Any = None) -> np.ndarray:
     return array.astype(dtype, copy=True)
 
 
-def _run_block(block: Block, env: dict) -> list[Any]:
-    for op in block.operations:
+def _releases(block: Block) -> list[list[Var]]:
+    """Per op of ``block``, the vars no later op reads (nested blocks included), outputs aside."""
+    last_read: dict[Var, int] = {}
+    for index, op in enumerate(block.operations):
+        for var in _reads(op):
+            last_read[var] = index
+        for var in op.outputs:
+            last_read.setdefault(var, index)  # never read: dropped once made
+    kept = set(block.outputs)
+    releases: list[list[Var]] = [[] for _ in block.operations]
+    for var, index in last_read.items():
+        if var not in kept:
+            releases[index].append(var)
+    return releases
+
+
+def _reads(op: Operation) -> list[Var]:
+    """The vars ``op`` reads: its inputs, and whatever its nested blocks read."""
+    reads = _flat(op.inputs.values())
+    for block in op.blocks:
+        for nested in iter_blocks(block):
+            reads.extend(nested.outputs)
+            for inner in nested.operations:
+                reads.extend(_flat(inner.inputs.values()))
+    return reads
+
+
+def _flat(values) -> list[Var]:
+    flat: list[Var] = []
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            flat.extend(value)
+        elif value is not None:
+            flat.append(value)
+    return flat
+
+
+def _run_block(block: Block, env: dict, releases: list[list[Var]] | None = None) -> list[Any]:
+    for index, op in enumerate(block.operations):
         outputs = _run_op(op, env)
         for var, value in zip(op.outputs, outputs):
             env[var] = value
+        if releases is not None:
+            for var in releases[index]:
+                env.pop(var, None)
     return [env[var] for var in block.outputs]
 
 
@@ -204,9 +266,47 @@ def _lookup(value: Any, env: dict) -> Any:
         return None
     if isinstance(value, (list, tuple)):
         return [env[v] if v in env else _const_value(v) for v in value]
-    if value in env:
-        return env[value]
-    return _const_value(value)
+    found = env.get(value, _MISSING)
+    return _const_value(value) if found is _MISSING else found
+
+
+_MISSING = object()
+
+
+class _Declared:
+    """What conforming a value to a declared type needs: the numpy dtype (None: not a tensor or
+    scalar), the rank (None: any, a rank not known at compile time) and the known dims."""
+
+    __slots__ = ("dtype", "rank", "known_dims")
+
+    def __init__(self, sym_type: Any):
+        self.dtype: np.dtype | None = None
+        self.rank: int | None = None
+        self.known_dims: tuple[tuple[int, int], ...] = ()
+        if types.is_tensor(sym_type):
+            self.dtype = np.dtype(types.nptype_from_builtin(sym_type.get_primitive()))
+            shape = tuple(sym_type.get_shape())
+            if not any_variadic(shape):
+                self.rank = len(shape)
+                self.known_dims = tuple((axis, dim) for axis, dim in enumerate(shape) if not is_symbolic(dim))
+        elif types.is_scalar(sym_type):
+            self.dtype = np.dtype(types.nptype_from_builtin(sym_type))
+            self.rank = 0
+
+
+_DECLARED: dict[Any, _Declared] = {}
+
+
+def _declared(var: Var) -> _Declared:
+    """The :class:`_Declared` of ``var``'s type (types are immutable: one per type, remembered)."""
+    sym_type = var.sym_type
+    try:
+        return _DECLARED[sym_type]
+    except KeyError:
+        declared = _DECLARED[sym_type] = _Declared(sym_type)
+        return declared
+    except TypeError:  # an unhashable type
+        return _Declared(sym_type)
 
 
 def _const_value(var: Var) -> Any:
@@ -215,29 +315,22 @@ def _const_value(var: Var) -> Any:
         raise UnsupportedOpError(var.op.op_type if var.op is not None else "input", var.name, "value is not known")
     if isinstance(val, str):
         return val
-    if types.is_tensor(var.sym_type) or types.is_scalar(var.sym_type):
-        return np.asarray(val, dtype=numpy_dtype(var))
-    return val
+    dtype = _declared(var).dtype
+    return val if dtype is None else np.asarray(val, dtype=dtype)
 
 
 def _conform(op: Operation, var: Var, value: Any) -> Any:
     """Cast ``value`` to ``var``'s declared dtype and check its shape."""
-    sym_type = var.sym_type
-    if not (types.is_tensor(sym_type) or types.is_scalar(sym_type)):
+    declared = _declared(var)
+    if declared.dtype is None or isinstance(value, str):
         return value
-    if isinstance(value, str):
-        return value
-    array = np.asarray(value)
-    want = numpy_dtype(var)
-    if array.dtype != want:
-        array = array.astype(want)
-    shape = tuple(var.shape) if types.is_tensor(sym_type) else ()
-    if any_variadic(shape):  # a rank not known at compile time (fill of a runtime shape): any shape
+    array = value if type(value) is np.ndarray else np.asarray(value)
+    if array.dtype != declared.dtype:
+        array = array.astype(declared.dtype)
+    if declared.rank is None:  # a rank not known at compile time (fill of a runtime shape): any shape
         return array
-    mismatch = array.ndim != len(shape) or any(
-        not is_symbolic(dim) and dim != size for dim, size in zip(shape, array.shape)
-    )
-    if mismatch:
+    shape = array.shape
+    if len(shape) != declared.rank or any(shape[axis] != dim for axis, dim in declared.known_dims):
         raise ValueError(
             f"op '{op.name}' ({op.op_type}) computed shape {array.shape} for '{var.name}', "
             f"which is declared {describe_type(var)}"

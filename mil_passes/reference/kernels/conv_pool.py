@@ -18,8 +18,10 @@ The spatial semantics are coremltools' op definitions (``ops/defs/iOS15/conv.py`
 Precision: products and sums are computed in float64 and rounded once to the declared dtype
 (fp16 or fp32), so results do not depend on summation order.
 
-Vectorized: conv is im2col (a strided window view) and one batched matmul per call;
-conv_transpose is one matmul plus a strided add per kernel offset. No loop visits output pixels.
+Vectorized: conv is im2col (one float64 copy of the input per kernel offset) and one batched
+matmul per call, a depthwise conv a multiply-add per kernel offset; conv_transpose is one matmul
+plus a strided add per kernel offset; pooling reduces one strided view per window offset (max_pool
+in ``x``'s dtype: a maximum is exact). No loop visits output pixels.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import itertools
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import UnsupportedOpError
 from . import kernel
@@ -81,8 +82,11 @@ def _spatial_axes(rank: int) -> tuple[int, ...]:
 
 @kernel("conv")
 def conv(op, args) -> np.ndarray:
-    """``conv``: grouped N-d cross-correlation (1-D to 3-D), im2col then a batched matmul."""
-    x, weight = _as_float64(args["x"]), _as_float64(args["weight"])
+    """``conv``: grouped N-d cross-correlation (1-D to 3-D), im2col then a batched matmul
+    (depthwise: the taps accumulated one by one)."""
+    x, weight = np.asarray(args["x"]), _as_float64(args["weight"])
+    if x.dtype == np.float16:
+        x = x.astype(np.float32)  # exact; numpy widens fp32 to float64 faster than fp16
     rank = x.ndim - 2
     batch, c_in = x.shape[:2]
     c_out, c_group = weight.shape[:2]
@@ -99,34 +103,53 @@ def conv(op, args) -> np.ndarray:
     dilated = [(k - 1) * d + 1 for k, d in zip(kernel_sizes, dilations)]
     sizes = list(x.shape[2:])
     pads = spatial_pads(op, _pad_type(op, args), args.get("pad"), sizes, dilated, strides)
-    padded = np.pad(x, [(0, 0), (0, 0)] + pads)
+    padded = _zero_padded(x, pads)
     out_sizes = [(n - k) // s + 1 for n, k, s in zip(padded.shape[2:], dilated, strides)]
     if min(out_sizes) <= 0:
         raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
 
-    # windows: [N, C_in, *out, *K] as a strided view of the padded input.
-    windows = sliding_window_view(padded, dilated, axis=_spatial_axes(rank))  # type: ignore[call-overload]  # numpy takes a tuple of axes; its stubs say one
-    windows = windows[
-        (slice(None), slice(None))
-        + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out_sizes, strides))
-        + tuple(slice(None, None, d) for d in dilations)
+    # taps: per kernel offset, the input each output position sees there ([N, C_in, *out], a view).
+    offsets = list(itertools.product(*(range(k) for k in kernel_sizes)))
+    taps = [
+        padded[
+            (Ellipsis,)
+            + tuple(
+                slice(o * d, o * d + (n - 1) * s + 1, s) for o, d, n, s in zip(offset, dilations, out_sizes, strides)
+            )
+        ]
+        for offset in offsets
     ]
+    if c_group == 1 and c_out == groups:  # depthwise: one filter per channel, accumulated tap by tap
+        taps_weight = weight.reshape(c_out, len(offsets))
+        result = np.zeros((batch, c_out, *out_sizes))
+        for index, tap in enumerate(taps):
+            result += taps_weight[:, index].reshape((-1,) + (1,) * rank) * tap
+        return _add_bias(result, args.get("bias"))
     out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
-    # columns: [groups, N * out, C_in/groups * K]
-    columns = windows.reshape(batch, groups, c_group, out_count, kernel_count)
-    columns = columns.transpose(1, 0, 3, 2, 4)
-    columns = columns.reshape(groups, batch * out_count, c_group * kernel_count)
-    filters = weight.reshape(groups, c_out // groups, c_group * kernel_count).transpose(0, 2, 1)
-    result = np.matmul(columns, filters)  # [groups, N * out, C_out/groups]
-    result = result.reshape(groups, batch, out_count, c_out // groups).transpose(1, 0, 3, 2)
-    result = result.reshape(batch, c_out, *out_sizes)
-    return _add_bias(result, args.get("bias"))
+    # columns: [N, C_in, K, *out] in float64, one copy of each tap; then [N, groups, C_in/groups * K, out].
+    columns = np.empty((batch, c_in, kernel_count, *out_sizes))
+    for index, tap in enumerate(taps):
+        columns[:, :, index] = tap
+    columns = columns.reshape(batch, groups, c_group * kernel_count, out_count)
+    filters = weight.reshape(groups, c_out // groups, c_group * kernel_count)
+    result = np.matmul(filters, columns)  # [N, groups, C_out/groups, out]
+    return _add_bias(result.reshape(batch, c_out, *out_sizes), args.get("bias"))
+
+
+def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
+    """``x`` with zeros around its spatial dims (``x`` itself when there is no padding)."""
+    if not any(before or after for before, after in pads):
+        return x
+    padded = np.zeros(x.shape[:2] + tuple(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), x.dtype)
+    padded[(slice(None), slice(None)) + tuple(slice(b, b + n) for n, (b, _) in zip(x.shape[2:], pads))] = x
+    return padded
 
 
 def _add_bias(result: np.ndarray, bias) -> np.ndarray:
     if bias is None:
         return result
-    return result + _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2))
+    result += _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2))
+    return result
 
 
 # -- conv_transpose ------------------------------------------------------------------------------
@@ -214,13 +237,14 @@ def _pool_out_size(size: int, total_pad: int, k: int, s: int, ceil_mode: bool) -
     return out
 
 
-def _pool_windows(op, args, fill: float):
-    """Windows ``[N, C, *out, *K]`` of ``x`` padded with ``fill``, plus per-dim window counts.
+def _pool_taps(op, args, fill: float, dtype) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Per window offset, the element of ``x`` (padded with ``fill``, in ``dtype``) each output
+    position sees there (``[N, C, *out]`` views), plus per-dim window counts.
 
     The counts are, per spatial dim and output position, how many window elements lie in ``x``
     and how many lie in ``x`` plus its padding (what an average divides by).
     """
-    x = _as_float64(args["x"])
+    x = np.asarray(args["x"])
     rank = x.ndim - 2
     kernel_sizes = _int_list(args["kernel_sizes"], rank, 1)
     strides = _int_list(args.get("strides"), rank, 1)
@@ -235,10 +259,11 @@ def _pool_windows(op, args, fill: float):
     # Pad before as declared; after, as far as the last window reaches (ceil_mode may reach past).
     reach = [(o - 1) * s + k for o, s, k in zip(out_sizes, strides, kernel_sizes)]
     widths = [(b, max(0, r - b - n)) for (b, _), r, n in zip(pads, reach, sizes)]
-    padded = np.pad(x, [(0, 0), (0, 0)] + widths, constant_values=fill)
-    windows = sliding_window_view(padded, kernel_sizes, axis=_spatial_axes(rank))  # type: ignore[call-overload]  # as above
-    windows = windows[
-        (slice(None), slice(None)) + tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(out_sizes, strides))
+    padded = np.full(x.shape[:2] + tuple(n + b + a for n, (b, a) in zip(sizes, widths)), fill, dtype)
+    padded[(slice(None), slice(None)) + tuple(slice(b, b + n) for n, (b, _) in zip(sizes, widths))] = x
+    taps = [
+        padded[(Ellipsis,) + tuple(slice(o, o + (n - 1) * s + 1, s) for o, n, s in zip(offset, out_sizes, strides))]
+        for offset in itertools.product(*(range(k) for k in kernel_sizes))
     ]
     in_x, in_padded = [], []
     for n, (b, a), k, s, o in zip(sizes, pads, kernel_sizes, strides, out_sizes):
@@ -255,7 +280,7 @@ def _pool_windows(op, args, fill: float):
                 f"window {empty} of spatial dim {axis} covers no element of x "
                 "(padding or ceil_mode reach past it); Core ML's value there is unspecified",
             )
-    return windows, in_x, in_padded
+    return taps, in_x, in_padded
 
 
 def _outer(counts: list[np.ndarray]) -> np.ndarray:
@@ -265,30 +290,41 @@ def _outer(counts: list[np.ndarray]) -> np.ndarray:
     return product
 
 
-def _window_axes(windows: np.ndarray) -> tuple[int, ...]:
-    rank = (windows.ndim - 2) // 2
-    return tuple(range(2 + rank, 2 + 2 * rank))
-
-
 @kernel("max_pool")
 def max_pool(op, args) -> np.ndarray:
-    """``max_pool``: the maximum of each window; padding never wins (it is -inf)."""
-    windows, _, _ = _pool_windows(op, args, fill=-np.inf)
-    return windows.max(axis=_window_axes(windows))
+    """``max_pool``: the maximum of each window; padding never wins (it is -inf). Computed in
+    ``x``'s float dtype: a maximum is one of its elements, exact in any dtype."""
+    x = np.asarray(args["x"])
+    taps, _, _ = _pool_taps(op, args, -np.inf, x.dtype if x.dtype.kind == "f" else np.float64)
+    result = taps[0].copy()
+    for tap in taps[1:]:
+        np.maximum(result, tap, out=result)
+    return result
 
 
 @kernel("avg_pool")
 def avg_pool(op, args) -> np.ndarray:
     """``avg_pool``: zero padding; divides by the window's size within ``x`` and its padding
     (within ``x`` alone when ``exclude_padding_from_average``)."""
-    windows, in_x, in_padded = _pool_windows(op, args, fill=0.0)
+    taps, in_x, in_padded = _pool_taps(op, args, 0.0, np.float64)
     exclude = bool(args.get("exclude_padding_from_average") or False)
     counts = in_x if exclude else in_padded
-    return windows.sum(axis=_window_axes(windows)) / _outer(counts)
+    return _tap_sum(taps) / _outer(counts)
 
 
 @kernel("l2_pool")
 def l2_pool(op, args) -> np.ndarray:
     """``l2_pool``: ``sqrt(sum(x ** 2))`` over each window, zero padding."""
-    windows, _, _ = _pool_windows(op, args, fill=0.0)
-    return np.sqrt(np.square(windows).sum(axis=_window_axes(windows)))
+    taps, _, _ = _pool_taps(op, args, 0.0, np.float64)
+    total = np.square(taps[0])
+    for tap in taps[1:]:
+        total += np.square(tap)
+    return np.sqrt(total)
+
+
+def _tap_sum(taps: list[np.ndarray]) -> np.ndarray:
+    """The sum of the taps, one after the other, in float64."""
+    total = taps[0].copy()
+    for tap in taps[1:]:
+        total += tap
+    return total
