@@ -181,3 +181,19 @@ def test_the_staging_of_a_running_process_is_left_alone(tmp_path):
     mine.mkdir()
     parent.mkdir()
     assert atomic.remove_stale_staging(tmp_path) == [] and mine.is_dir() and parent.is_dir()
+
+
+def test_a_scratch_folder_a_killed_run_left_is_removed_by_the_next_copy(tmp_path, monkeypatch):
+    monkeypatch.setattr(atomic.tempfile, "tempdir", str(tmp_path))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = tmp_path / f"mil-passes-copy-{child.pid}-k1ll3d"
+    running = tmp_path / f"mil-passes-copy-{os.getppid()}-alive"
+    other = tmp_path / "mil-passes-copy-notes"  # not of the naming: left alone
+    for folder in (dead, running, other):
+        folder.mkdir()
+    (dead / "weight.bin").write_bytes(b"\0" * 64)
+    child.kill()
+    child.wait()
+    copied = mlpackage.copy_program(streaming_cache_program(layers=1, channels=4))
+    assert "main" in copied.functions
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([running.name, other.name])

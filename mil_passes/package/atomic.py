@@ -36,6 +36,7 @@ from .errors import CannotWrite
 
 STAGING_NAME = re.compile(r"^\.(?P<target>.+)\.mil-passes-(?P<pid>[0-9]+)-[a-z0-9_]+\.partial$")
 ASIDE_PREFIX = "replaced-"
+SCRATCH_NAME = re.compile(r"^mil-passes-(?P<job>[a-z]+)-(?P<pid>[0-9]+)-[a-z0-9_]+$")
 PROBE_BYTES = 1 << 20  # what a write probe asks of a file system that refused a write
 
 _interrupts = [0]  # how many SIGINTs the command's handler has seen (a list: no global statement)
@@ -170,6 +171,36 @@ def remove_stale_staging(folder: str | Path) -> list[Path]:
         except OSError:
             continue  # a folder this run cannot change; the error that matters comes later
         removed.append(staging)
+    return removed
+
+
+@contextmanager
+def scratch_folder(job: str) -> Iterator[Path]:
+    """A folder in the system temp dir for ``job`` (lowercase letters), removed after the block.
+    Its name holds this process's id, so a later run removes it if a kill left it behind."""
+    remove_stale_scratch(tempfile.gettempdir())
+    with tempfile.TemporaryDirectory(prefix=f"mil-passes-{job}-{os.getpid()}-") as folder:
+        yield Path(folder)
+
+
+def remove_stale_scratch(folder: str | Path) -> list[Path]:
+    """Remove the scratch folders (:func:`scratch_folder`) of processes no longer running."""
+    if os.name != "posix":
+        return []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        match = SCRATCH_NAME.match(entry.name)
+        if match is None or not entry.is_dir(follow_symlinks=False):
+            continue
+        pid = int(match["pid"])
+        if pid == os.getpid() or _running(pid):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
     return removed
 
 

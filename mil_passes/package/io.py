@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +38,7 @@ from .declared_types import (
 )
 from ..lint import DimNames, Finding, by_severity, lint
 from ..lint.dims import ranges_of_description
-from .atomic import remove_stale_staging, replacing
+from .atomic import remove_stale_staging, replacing, scratch_folder
 from .files import MANIFEST, ModelFiles, PackageError, check_weights, locate, path_problem, read_spec
 from .layout import write_package
 from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
@@ -130,7 +129,7 @@ def copy_program(prog: Program) -> Program:
     deep past ~1,000 ops): coremltools' MIL backend writes it, no pass runs, and the milproto
     loader reads it back as :func:`read` does. ``prog`` is not modified."""
     version = max(int(func.opset_version) for func in prog.functions.values())
-    with tempfile.TemporaryDirectory(prefix="mil-passes-copy-") as weights:
+    with scratch_folder("copy") as weights:
         spec = export_program(prog, weights, specification_version=version)
         spec.specificationVersion = version
         try:
