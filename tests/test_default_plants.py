@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 
+from mil_passes.ir import iter_ops
 from mil_passes.testing.default_plants import PASS_PLANTS, REACHED_UNPLANTED, UNREACHED, plants_for
 from mil_passes.testing.failure_class import (
     CRASH,
@@ -95,3 +96,31 @@ def test_a_change_only_where_the_original_was_not_finite_is_precision():
     before, after = _programs_pair(1.0)  # a finite element changes too
     assert not changed_only_where_nonfinite(before, after, feeds)
     assert failure_class(_row("changed", [_change()]), before, after, feeds) == MISCOMPILE
+
+
+@pytest.mark.parametrize(
+    ("plant", "op_types"),
+    [
+        ("conv_batchnorm", {"batch_norm"}),
+        ("stack_reshape", {"stack", "reshape"}),
+        ("stack_split_squeeze", {"stack", "split", "squeeze"}),
+        ("dequantize_quantize", {"dequantize", "quantize"}),
+        ("pad_pad", {"pad"}),
+    ],
+)
+def test_a_focused_plant_draws_its_branch_whenever_it_is_planted(plant, op_types):
+    strategy = programs(plant=(plant,), max_ops=1, nested=False, name_pool=None)
+
+    @settings(FIRST, max_examples=15)
+    @given(strategy)
+    def planted_branch(drawn):
+        ops = {op.op_type for op in iter_ops(drawn.build())}
+        assert plant not in drawn.planted or op_types <= ops
+
+    planted_branch()
+
+
+def test_the_passes_one_branch_reaches_get_the_focused_plant():
+    assert PASS_PLANTS["common::fuse_conv_batchnorm"] == ("conv_batchnorm",)
+    assert PASS_PLANTS["common::replace_stack_reshape"] == ("stack_reshape",)
+    assert PASS_PLANTS["common::dequantize_quantize_pair_elimination"] == ("dequantize_quantize",)
