@@ -54,7 +54,8 @@ fuzz: $(VENV)/.installed-test
 # classed (miscompile, crash, precision) and minimized into scripts under reproducers/. Exits 1 on a
 # miscompile or a crash. `pipeline:mil_passes` is mil_passes.pipeline() as one target. The two passes
 # that need states, DEFAULT and pipeline() also run on stateful programs (`states:` targets, compared
-# bit for bit over 4 steps). 40 programs per target (67 targets) took TIME_CT minutes on 2 cores.
+# bit for bit over 4 steps). 40 programs per target (67 targets) took 15 minutes on 2 cores
+# with other work running.
 FUZZ_CT_EXAMPLES ?= 40
 fuzz-coremltools: $(VENV)/.installed-test
 	$(BIN)/python -m mil_passes.testing.fuzz --each-pass-of default --pipeline default --pipeline mil_passes \

@@ -136,12 +136,17 @@ REACHED_UNPLANTED: tuple[str, ...] = (
     "common::topological_reorder",
 )
 
+#: DEFAULT's passes that need states: the stateful programs of ``state_plants.py`` give them work
+#: (``states:`` targets of the fuzzer; ``programs()`` draws no state).
+REACHED_BY_STATES: tuple[str, ...] = (
+    "common::canonicalize_inplace_pattern",
+    "common::prefer_state_in_downstream",
+)
+
 #: DEFAULT's passes that no drawn program can give work, and why.
 UNREACHED: dict[str, str] = {
     "common::update_output_dtypes": "needs output_types on the function: only ct.convert(outputs=[TensorType(...)])",
     "common::image_input_preprocess": "needs an ImageType input: only ct.convert(inputs=[ImageType(...)])",
-    "common::canonicalize_inplace_pattern": "needs states (read_state / coreml_update_state, iOS18)",
-    "common::prefer_state_in_downstream": "needs states (read_state / coreml_update_state, iOS18)",
     "common::canonicalize_quantized_lut_pattern": "needs compressed weights (constexpr_lut_to_dense with "
     "constexpr_blockwise_shift_scale, iOS18)",
     "common::lower_complex_dialect_ops": "needs complex-dialect ops (complex, fft): only the torch frontend writes "
