@@ -129,3 +129,10 @@ def test_a_written_value_also_read_is_what_prefer_state_in_downstream_rewrites()
         assert check_stateful(drawn, "common::prefer_state_in_downstream")
         plain = StatefulProgram((_plant(kind, read_after=False),), "")
         assert not check_stateful(plain, "common::prefer_state_in_downstream")
+
+
+def test_the_module_command_is_the_fuzzer_with_states(capsys):
+    from mil_passes.testing.state_plants import main
+
+    assert main(["--pass", "concat_slice_to_slice_concat", "--examples", "3"]) == 0
+    assert capsys.readouterr().out.startswith("states:webnn::concat_slice_to_slice_concat: 3 programs, 0 failures")
