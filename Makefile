@@ -40,17 +40,27 @@ check: $(VENV)/.installed-test
 	$(BIN)/ruff format --check mil_passes tests benchmarks
 	$(BIN)/mypy
 
+# Every pass of the package, its pipeline and lint's contract on 10,000 programs each; then every pass,
+# the package's pipeline and mil_passes.pipeline() on FUZZ_STATES_EXAMPLES stateful programs each
+# (outputs and states bit for bit over 4 steps).
+FUZZ_STATES_EXAMPLES ?= 2000
 fuzz: $(VENV)/.installed-test
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --examples 10000 --jobs $(FUZZ_JOBS)
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --states --pipeline mil_passes \
+		--examples $(FUZZ_STATES_EXAMPLES) --jobs $(FUZZ_JOBS)
 
 # Every distinct pass of coremltools' DEFAULT pipeline, and DEFAULT as a whole, checked as
 # `mil-passes verify` checks them, on programs with DEFAULT's patterns planted in; failures are
 # classed (miscompile, crash, precision) and minimized into scripts under reproducers/. Exits 1 on a
-# miscompile or a crash. `pipeline:mil_passes` is mil_passes.pipeline() as one target. 40 programs per
-# target (63 targets) took 20 minutes on 2 cores (30 with other work running).
+# miscompile or a crash. `pipeline:mil_passes` is mil_passes.pipeline() as one target. The two passes
+# that need states, DEFAULT and pipeline() also run on stateful programs (`states:` targets, compared
+# bit for bit over 4 steps). 40 programs per target (67 targets) took 15 minutes on 2 cores
+# with other work running.
 FUZZ_CT_EXAMPLES ?= 40
 fuzz-coremltools: $(VENV)/.installed-test
 	$(BIN)/python -m mil_passes.testing.fuzz --each-pass-of default --pipeline default --pipeline mil_passes \
+		--pass states:common::canonicalize_inplace_pattern --pass states:common::prefer_state_in_downstream \
+		--pipeline states:default --pipeline states:mil_passes \
 		--examples $(FUZZ_CT_EXAMPLES) --jobs $(FUZZ_JOBS) --minimize --reproducers reproducers
 
 bench: $(VENV)/.installed-bench

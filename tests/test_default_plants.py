@@ -6,9 +6,16 @@ import numpy as np
 import pytest
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 
-from mil_passes.testing.default_plants import PASS_PLANTS, REACHED_UNPLANTED, UNREACHED, plants_for
+from mil_passes.ir import iter_ops
+from mil_passes.testing.default_plants import (
+    PASS_PLANTS,
+    REACHED_BY_STATES,
+    REACHED_UNPLANTED,
+    UNREACHED,
+    plants_for,
+)
 from mil_passes.testing.failure_class import (
     CRASH,
     MISCOMPILE,
@@ -16,7 +23,7 @@ from mil_passes.testing.failure_class import (
     changed_only_where_nonfinite,
     failure_class,
 )
-from mil_passes.testing.fuzz import check_verified, strategy_for
+from mil_passes.testing.fuzz import check_verified, fuzz, strategy_for
 from mil_passes.testing.plants import PLANTS
 from mil_passes.testing.strategies import plant_names, programs
 from mil_passes.verify import OutputChange, PassRow
@@ -28,9 +35,10 @@ FIRST = settings(
 
 def test_every_pass_of_default_is_planted_reached_or_listed_with_a_reason():
     distinct = set(PassPipeline.DEFAULT.passes)
-    planted, reached, unreached = set(PASS_PLANTS), set(REACHED_UNPLANTED), set(UNREACHED)
+    planted, reached, unreached = set(PASS_PLANTS), set(REACHED_UNPLANTED) | set(REACHED_BY_STATES), set(UNREACHED)
     assert planted | reached | unreached == distinct
     assert not planted & reached and not planted & unreached and not reached & unreached
+    assert not set(REACHED_UNPLANTED) & set(REACHED_BY_STATES)
     assert all(reason.startswith("needs ") for reason in UNREACHED.values())
 
 
@@ -95,3 +103,37 @@ def test_a_change_only_where_the_original_was_not_finite_is_precision():
     before, after = _programs_pair(1.0)  # a finite element changes too
     assert not changed_only_where_nonfinite(before, after, feeds)
     assert failure_class(_row("changed", [_change()]), before, after, feeds) == MISCOMPILE
+
+
+@pytest.mark.parametrize(
+    ("plant", "op_types"),
+    [
+        ("conv_batchnorm", {"batch_norm"}),
+        ("stack_reshape", {"stack", "reshape"}),
+        ("stack_split_squeeze", {"stack", "split", "squeeze"}),
+        ("dequantize_quantize", {"dequantize", "quantize"}),
+        ("pad_pad", {"pad"}),
+    ],
+)
+def test_a_focused_plant_draws_its_branch_whenever_it_is_planted(plant, op_types):
+    strategy = programs(plant=(plant,), max_ops=1, nested=False, name_pool=None)
+
+    @settings(FIRST, max_examples=15)
+    @given(strategy)
+    def planted_branch(drawn):
+        ops = {op.op_type for op in iter_ops(drawn.build())}
+        assert plant not in drawn.planted or op_types <= ops
+
+    planted_branch()
+
+
+def test_the_passes_one_branch_reaches_get_the_focused_plant():
+    assert PASS_PLANTS["common::fuse_conv_batchnorm"] == ("conv_batchnorm",)
+    assert PASS_PLANTS["common::replace_stack_reshape"] == ("stack_reshape",)
+    assert PASS_PLANTS["common::dequantize_quantize_pair_elimination"] == ("dequantize_quantize",)
+
+
+@pytest.mark.parametrize("name", REACHED_BY_STATES)
+def test_the_passes_that_need_states_rewrite_stateful_programs(name):
+    report = fuzz(f"states:{name}", name, examples=15, at=0)
+    assert report.failures == 0 and report.rewritten > 0, report.line()

@@ -179,3 +179,56 @@ def test_the_package_passes_survive_a_bounded_fuzz(name):
     """``make test``'s bounded run; the profile sizes it (ci: 25 programs, deep: 2,000)."""
     report = fuzz(name, default_targets()[name], examples=settings.default.max_examples, at=0)
     assert report.failures == 0, "\n\n".join([report.line(), *map(str, report.minimal)])
+
+
+def _draws(name: str, examples: int = 12) -> tuple[list[str], str]:
+    """The programs the target ``name`` draws (printed) and its report line."""
+    drawn: list[str] = []
+    real = fuzz_module.checker(name)
+
+    def record(program, target):
+        drawn.append(repr(program))
+        return real(program, target)
+
+    return drawn, fuzz(name, default_targets()[name], examples=examples, at=3, check=record).line()
+
+
+def test_running_another_target_or_loading_a_module_first_leaves_a_targets_draws(tmp_path, monkeypatch):
+    """Hypothesis mixes the constants of every loaded local module into its draws; the fuzzer
+    leaves them out (seed_draws.py), so what ran or was imported before changes nothing."""
+    target = "webnn::fold_shape_ops"
+    first, line = _draws(target)
+    fuzz(CORRECT, CORRECT, examples=6, at=0)  # another target first
+    module = tmp_path / "fuzz_constants_module.py"
+    module.write_text("".join(f"C{i} = {value}\n" for i, value in enumerate(range(-40, 400, 3))))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    __import__("fuzz_constants_module")  # a local module with constants hypothesis would draw
+    assert _draws(target) == (first, line)
+
+
+def test_states_targets_are_named_and_drawn_as_stateful_programs():
+    package = [name for name in default_targets() if name != "lint"]
+    assert list(select_targets(None, states=True)) == [f"states:{name}" for name in package]
+    assert list(select_targets(["lint", "fold_shape_ops"], ["mil_passes"], states=True)) == [
+        "states:webnn::fold_shape_ops",
+        "states:pipeline:mil_passes",
+    ]
+    mixed = select_targets(["states:common::canonicalize_inplace_pattern", "fold_shape_ops"], ["states:default"])
+    assert list(mixed) == [
+        "states:common::canonicalize_inplace_pattern",
+        "webnn::fold_shape_ops",
+        "states:pipeline:default",
+    ]
+    assert fuzz_module.checker("states:pipeline:default") is fuzz_module.check_stateful
+    assert fuzz_module._target_named("states:pipeline:mil_passes").passes == mil_passes.pipeline().passes
+
+
+def test_cli_states_fuzzes_stateful_programs(capsys):
+    argv = ["--states", "--pass", "concat_slice_to_slice_concat", "--pass", "common::prefer_state_in_downstream"]
+    assert main([*argv, "--examples", "15", "--seed", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[:4] for line in lines] == [
+        ["states", "webnn", "", "concat_slice_to_slice_concat"],
+        ["states", "common", "", "prefer_state_in_downstream"],
+    ]
+    assert all(re.search(r": 15 programs, 0 failures, [1-9]\d*% rewritten$", line) for line in lines), lines

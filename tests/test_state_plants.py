@@ -119,3 +119,20 @@ def test_every_package_pass_and_the_pipeline_keep_outputs_and_states_bit_for_bit
 def test_fuzz_stateful_reports_programs_rewritten_and_no_failures():
     report = fuzz_stateful("webnn::concat_slice_to_slice_concat", "webnn::concat_slice_to_slice_concat", examples=20)
     assert (report.programs, report.failures) == (20, 0) and report.rewritten > 0
+
+
+def test_a_written_value_also_read_is_what_prefer_state_in_downstream_rewrites():
+    for kind in ("window", "position"):
+        drawn = StatefulProgram((_plant(kind, value_read=True, read_after=False),), "")
+        ops = [op.op_type for op in iter_ops(drawn.build())]
+        assert ops.count("add") == 2 + (kind == "position")  # the old state, the value read (and end)
+        assert check_stateful(drawn, "common::prefer_state_in_downstream")
+        plain = StatefulProgram((_plant(kind, read_after=False),), "")
+        assert not check_stateful(plain, "common::prefer_state_in_downstream")
+
+
+def test_the_module_command_is_the_fuzzer_with_states(capsys):
+    from mil_passes.testing.state_plants import main
+
+    assert main(["--pass", "concat_slice_to_slice_concat", "--examples", "3"]) == 0
+    assert capsys.readouterr().out.startswith("states:webnn::concat_slice_to_slice_concat: 3 programs, 0 failures")

@@ -70,10 +70,13 @@ def _conv_input(g: Grower, dtype: str, rank: int) -> tuple[Ref, int]:
     return runtime(g, (1, channels, *spatial), dtype), channels
 
 
-def plant_conv_epilogue(g: Grower) -> list[Ref]:
+CONV_EPILOGUES = ("add", "sub", "mul", "mul", "real_div", "batch_norm", "transposed_add")
+
+
+def plant_conv_epilogue(g: Grower, kinds: tuple[str, ...] = CONV_EPILOGUES) -> list[Ref]:
     """``conv`` then a const ``add``/``sub`` (bias), ``mul``/``real_div`` (scale) or ``batch_norm``,
     now and then through a ``transpose`` (bias) or a ``conv_transpose`` (scale, bias); the
-    look-alikes: a per-element const, a run-time scale."""
+    look-alikes: a per-element const, a run-time scale. ``kinds``: the epilogues drawn from."""
     dtype = float_dtype(g)
     rank = g.choose((3, 4))
     x, channels = _conv_input(g, dtype, rank)
@@ -85,7 +88,7 @@ def plant_conv_epilogue(g: Grower) -> list[Ref]:
     else:
         conv = _conv(g, dtype, x, channels, rank, out_channels, bias)
     per_channel = (1, out_channels) + (1,) * (rank - 2)
-    kind = g.choose(("add", "sub", "mul", "mul", "real_div", "batch_norm", "transposed_add"))
+    kind = g.choose(kinds)
     if kind == "batch_norm":
         stats = {name: _weights(g, dtype, (out_channels,)) for name in ("mean", "gamma", "beta")}
         variance = np.abs(_weights(g, dtype, (out_channels,))) + np.asarray(0.5, dtype_np(dtype))
@@ -102,9 +105,10 @@ def plant_conv_epilogue(g: Grower) -> list[Ref]:
     return g.emit(kind, args)
 
 
-def plant_pad_conv(g: Grower) -> list[Ref]:
+def plant_pad_conv(g: Grower, kinds: tuple[str, ...] = ("pad", "conv")) -> list[Ref]:
     """``pad -> transpose -> conv`` (``fuse_pad_conv``) or ``pad -> pad`` (``merge_consecutive_paddings``),
-    constant or reflect; the look-alike: two constant pads of different values on one axis."""
+    constant or reflect; the look-alike: two constant pads of different values on one axis.
+    ``kinds``: what follows the first pad (``"pad"``, ``"conv"``), drawn from."""
     dtype = float_dtype(g)
     x, channels = _conv_input(g, dtype, 4)
     mode = g.choose(("constant", "constant", "reflect", "replicate"))
@@ -118,7 +122,7 @@ def plant_pad_conv(g: Grower) -> list[Ref]:
         return amounts
 
     first = g.emit("pad", {"x": x, "pad": g.ints(pads()), "mode": mode, "constant_val": scalar(dtype, 0.0)})[0]
-    if g.draw(st.booleans()):
+    if g.choose(kinds) == "pad":
         value = 0.0 if not g.chance(4) else 1.0
         shape = [int(d) for d in g.var(first).shape]
         return g.emit("pad", {"x": first, "pad": g.ints(pads()), "mode": mode, "constant_val": scalar(dtype, value)})

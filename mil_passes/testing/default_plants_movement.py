@@ -69,19 +69,20 @@ def plant_squeeze_expand(g: Grower) -> list[Ref]:
     return g.emit("expand_dims", {"x": narrow, "axes": g.ints(axes)})
 
 
-def plant_stack_split(g: Grower) -> list[Ref]:
+def plant_stack_split(g: Grower, kinds: tuple[str, ...] = ("reshape", "split")) -> list[Ref]:
     """``stack`` then ``split`` on the same axis then ``squeeze`` of each piece (``fuse_stack_split``),
-    or ``stack`` then a ``reshape`` that folds the new axis into a neighbour
-    (``replace_stack_reshape``); the look-alikes: a split on another axis, an unfolding reshape."""
+    or ``stack`` of two then a ``reshape`` that folds the new axis into a neighbour
+    (``replace_stack_reshape``); the look-alikes: a split on another axis, an unfolding reshape, a
+    stack of three folded (the pass handles two). ``kinds``: what follows the stack, drawn from."""
     dtype = g.choose(("fp32", "int32"))
     rank = g.draw(st.integers(1, 3))
     x = runtime_of_rank(g, rank, dtype)
     shape = tuple(int(d) for d in g.var(x).shape)
-    n = g.draw(st.integers(2, 3))
+    n = g.choose((2, 2, 3))
     parts = [x] + [runtime(g, shape, dtype) for _ in range(n - 1)]
     axis = g.draw(st.integers(0, rank))
     stacked = g.emit("stack", {"values": tuple(parts), "axis": g.ints(axis)})[0]
-    if g.draw(st.booleans()):
+    if g.choose(kinds) == "reshape":
         dims = list(shape)
         if axis < rank and g.draw(st.booleans()):
             dims[axis] *= n  # the new axis folded into the one after it

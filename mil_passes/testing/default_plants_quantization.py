@@ -28,13 +28,16 @@ def _quantized(g: Grower, rank: int | None = None) -> tuple[Ref, str, dict]:
     return g.emit("quantize", {"input": x, "output_dtype": dtype, **params})[0], dtype, params
 
 
-def plant_quantize_round_trip(g: Grower) -> list[Ref]:
+ROUND_TRIPS = ("dq", "qdq", "reshape", "reshape")
+
+
+def plant_quantize_round_trip(g: Grower, kinds: tuple[str, ...] = ROUND_TRIPS) -> list[Ref]:
     """``dequantize(quantize(x))`` with zero point 0 or ±128 (``nullify_redundant_quantization_zero_point``),
     ``quantize(dequantize(q))`` with the same or other parameters
     (``dequantize_quantize_pair_elimination``), or ``quantize(reshape(dequantize(q)))``
-    (``int_op_canonicalization``)."""
+    (``int_op_canonicalization``). ``kinds``: the round trips drawn from."""
     q, dtype, params = _quantized(g)
-    kind = g.choose(("dq", "qdq", "reshape", "reshape"))
+    kind = g.choose(kinds)
     if kind == "dq":
         return g.emit("dequantize", {"input": q, **params})
     real = g.emit("dequantize", {"input": q, **params})[0]

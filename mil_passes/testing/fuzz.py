@@ -1,6 +1,6 @@
 """Run every pass of the package over random programs and report what breaks.
 
-    python -m mil_passes.testing.fuzz [--pass NAME]... [--pipeline NAME]... [--each-pass-of NAME]
+    python -m mil_passes.testing.fuzz [--pass NAME]... [--pipeline NAME]... [--each-pass-of NAME] [--states]
                                       [--examples N] [--seed S] [--jobs J] [--minimize [--reproducers DIR]]
 
 Targets: each registered ``webnn::`` pass (``mil_passes.PASS_NAMES``), ``pipeline``
@@ -27,10 +27,19 @@ values: fp16 rounding or overflow beyond ±65504, which that pass documents); "u
 programs where the interpreter had no kernel for an op a pass made. Exits 1 if any target has a
 miscompile or a crash.
 
+``--states`` fuzzes the chosen targets (by default every ``webnn::`` pass and ``pipeline``) on
+stateful programs instead (``state_plants.py``: windows on ``read_state``, ``slice_update`` at
+run-time positions, several states, states in ``cond`` / ``while_loop`` bodies), each named
+``states:TARGET`` and checked by ``check_stateful``: every step's outputs and states bit for bit
+over 4 steps from zero states, whatever the target (coremltools' passes included: these programs
+only move data). ``--states --pipeline mil_passes`` adds ``mil_passes.pipeline()``.
+
 coremltools targets draw programs with DEFAULT's patterns planted in (``default_plants.py``):
 each target gets its own plants, the package's, and a mix of the others; names are unique
 except for ``common::dedup_op_and_var_names`` and the package's targets. Runs are reproducible: the example
-database is off and ``--seed`` fixes the draws. ``--jobs`` runs that many targets at once, in
+database is off, ``--seed`` fixes the draws, and hypothesis leaves the constants of the loaded
+modules out of them (``seed_draws.py``), so a target draws the same programs alone, after other
+targets and in any process. ``--jobs`` runs that many targets at once, in
 worker processes; the output is the same, in the same order. A progress line per tenth of the
 programs goes to stderr.
 """
@@ -64,6 +73,8 @@ from .lint_contract import check_lint_contract
 from .minimize import minimize
 from .recipe import program_text
 from .default_plants import plants_for
+from .state_plants import check_stateful, stateful_programs
+from . import seed_draws
 from .reproducer import write_reproducer
 from .strategies import NAME_POOL, DrawnProgram, programs
 
@@ -126,28 +137,51 @@ def default_targets() -> dict[str, Target]:
 
 
 PIPELINE_PREFIX = "pipeline:"
+STATES_PREFIX = "states:"  # the target fuzzed on stateful programs (state_plants.py)
 
 
 def select_targets(
-    names: list[str] | None, pipelines: list[str] | None = None, each_pass_of: list[str] | None = None
+    names: list[str] | None,
+    pipelines: list[str] | None = None,
+    each_pass_of: list[str] | None = None,
+    states: bool = False,
 ) -> dict[str, Target]:
     """``names`` as targets: ``pipeline``, ``webnn::NAME`` or ``NAME``, or any registered pass;
-    then ``pipeline:NAME`` for each of ``pipelines``, and each distinct pass of ``each_pass_of``."""
+    then ``pipeline:NAME`` for each of ``pipelines``, and each distinct pass of ``each_pass_of``.
+    A name or pipeline written ``states:NAME`` is that target fuzzed on stateful programs; with
+    ``states``, every target is (``lint`` left out), and no names nor ``each_pass_of`` mean the
+    package's passes and ``pipeline``."""
     known = default_targets()
+
+    def key(name: str) -> str:
+        return f"{STATES_PREFIX}{name}" if states and not name.startswith(STATES_PREFIX) else name
+
+    if states and not names and not each_pass_of:
+        names = [name for name in known if name != LINT]
     extra: dict[str, Target] = {}
     for name in pipelines or ():
-        extra[f"{PIPELINE_PREFIX}{name}"] = resolve_pipeline(name)
+        prefix, bare = _split_states(name)
+        extra[key(f"{prefix}{PIPELINE_PREFIX}{bare}")] = resolve_pipeline(bare)
     for name in each_pass_of or ():
-        extra.update({pass_name: pass_name for pass_name in resolve_pipeline(name).passes})
+        extra.update({key(pass_name): pass_name for pass_name in resolve_pipeline(name).passes})
     if not names:
         return extra if extra else known
     chosen: dict[str, Target] = {}
     for name in names:
-        full = name if name in ("pipeline", LINT) or "::" in name else f"webnn::{name}"
+        prefix, bare = _split_states(name)
+        full = bare if bare in ("pipeline", LINT) or "::" in bare else f"webnn::{bare}"
         if full not in known and not _registered(full):
-            raise ValueError(f"unknown pass '{name}': choose from {', '.join(known)}")
-        chosen[full] = known.get(full, full)
+            raise ValueError(f"unknown pass '{bare}': choose from {', '.join(known)}")
+        if not (full == LINT and (prefix or states)):
+            chosen[key(f"{prefix}{full}")] = known.get(full, full)
     return {**chosen, **extra}
+
+
+def _split_states(name: str) -> tuple[str, str]:
+    """``("states:", NAME)`` for ``states:NAME``, else ``("", name)``."""
+    if name.startswith(STATES_PREFIX):
+        return STATES_PREFIX, name[len(STATES_PREFIX) :]
+    return "", name
 
 
 def is_package_target(name: str) -> bool:
@@ -223,9 +257,12 @@ def culprit_error(pass_name: str, status: str, kind: str = MISCOMPILE) -> type[A
 
 
 def strategy_for(name: str) -> SearchStrategy:
-    """The programs a target is fuzzed on: the package's targets get ``programs()``; coremltools'
-    passes and pipelines get DEFAULT's plants too (:func:`~.default_plants.plants_for`), with
-    unique names unless the target renames duplicates."""
+    """The programs a target is fuzzed on: ``states:`` targets get stateful programs; the
+    package's targets get ``programs()``; coremltools' passes and pipelines get DEFAULT's plants
+    too (:func:`~.default_plants.plants_for`), with unique names unless the target renames
+    duplicates."""
+    if name.startswith(STATES_PREFIX):
+        return stateful_programs()
     if is_package_target(name):
         return programs()
     pass_name = name[len(PIPELINE_PREFIX) :] if name.startswith(PIPELINE_PREFIX) else name
@@ -233,8 +270,10 @@ def strategy_for(name: str) -> SearchStrategy:
     return programs(plant=plants_for(pass_name, not duplicates), name_pool=NAME_POOL if duplicates else None)
 
 
-def checker(name: str) -> Callable[[DrawnProgram, Target], bool]:
+def checker(name: str) -> Callable[[Any, Target], bool]:
     """How the target called ``name`` is checked."""
+    if name.startswith(STATES_PREFIX):
+        return check_stateful
     return check_drawn if is_package_target(name) else check_verified
 
 
@@ -255,7 +294,8 @@ def _run(
     body: Callable[[DrawnProgram], None], strategy: SearchStrategy, examples: int, at: int, phases: tuple[Phase, ...]
 ) -> None:
     test = seed(at)(_settings(examples, phases)(given(strategy)(body)))
-    test()
+    with seed_draws.seed_only_draws():  # the same programs whatever the process has imported
+        test()
 
 
 def _describe(error: BaseException) -> str:
@@ -345,6 +385,8 @@ def _progress_every(examples: int) -> Callable[[FuzzReport], None]:
 
 
 def _target_named(name: str) -> Target:
+    if name.startswith(STATES_PREFIX):
+        return _target_named(name[len(STATES_PREFIX) :])
     if name.startswith(PIPELINE_PREFIX):
         return resolve_pipeline(name[len(PIPELINE_PREFIX) :])
     return select_targets([name])[name]
@@ -368,6 +410,8 @@ def _rendered(name: str, examples: int, at: int, reproducers: str | None = None)
 
 def minimized_reproducer(name: str, target: Target, failure: Failure, number: int, folder: str) -> str:
     """Minimize ``failure``'s program and write its script; one line saying where, or why not."""
+    if name.startswith(STATES_PREFIX):
+        return f"--- {name}: not minimized: a stateful program (rebuild it from the line above: state_plants.py)"
     pipeline = [target] if isinstance(target, str) else target
     minimized = minimize(failure.program.recipe, pipeline, failure.program.feeds)
     if minimized is None:
@@ -419,6 +463,12 @@ def main(argv: list[str] | None = None) -> int:
         help="every distinct pass of this pipeline, each a target (e.g. default)",
     )
     parser.add_argument(
+        "--states",
+        action="store_true",
+        help="fuzz the targets on stateful programs (outputs and states bit for bit over 4 steps); "
+        "default targets: the package's passes and 'pipeline'",
+    )
+    parser.add_argument(
         "--minimize",
         action="store_true",
         help="shrink each failing program further and write it as a standalone script",
@@ -442,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     try:
-        targets = select_targets(args.passes, args.pipelines, args.each_pass_of)
+        targets = select_targets(args.passes, args.pipelines, args.each_pass_of, args.states)
     except ValueError as error:
         parser.error(str(error))
     warnings.simplefilter("ignore", RuntimeWarning)  # overflow and NaN in folded values are expected

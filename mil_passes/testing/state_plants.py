@@ -15,6 +15,9 @@ fixed), so :meth:`StatefulProgram.build` makes a fresh, identical Program on eve
   sum broadcast, or nothing but a read);
 - ``loop``: a ``while_loop`` on an int32 count that rolls the state by ``T`` per iteration.
 
+The value a ``window`` or ``position`` plant writes is now and then read by another op too (an
+output), the pattern ``common::prefer_state_in_downstream`` rewrites.
+
 :func:`check_stateful` runs a pass (or a pipeline) on one build and compares it with another over
 several steps from zero states: every step's outputs and states, bit for bit.
 """
@@ -63,6 +66,7 @@ class StatePlant:
     through_slice_update: bool  # the window written by slice_update of the whole state
     const_piece: int  # 0: none, else the width of a const joined after x
     read_after: bool  # the state read again after the update, as an output
+    value_read: bool = False  # the value written also read by another op, an output (window, position)
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,8 @@ def _plant(plant: StatePlant, index: int, inputs: dict, windows: list) -> list:
         window = _window(plant, index, old, x)
         windows.append(window)
         outputs.append(_write(plant, index, state, old, window))
+        if plant.value_read:  # prefer_state_in_downstream reads it from the update instead
+            outputs.append(mb.add(x=window, y=np.float16(0), name=f"window_read{index}"))
     elif plant.kind == "position":
         position = inputs[f"position{index}"]
         begin = mb.concat(
@@ -177,6 +183,8 @@ def _plant(plant: StatePlant, index: int, inputs: dict, windows: list) -> list:
         end = mb.add(x=begin, y=mb.shape(x=x, name=f"extent{index}"), name=f"end{index}")  # fold_shape_ops' work
         written = mb.slice_update(x=old, update=x, begin=begin, end=end, name=f"at_position{index}")
         outputs.append(mb.coreml_update_state(state=state, value=written, name=f"update{index}"))
+        if plant.value_read:
+            outputs.append(mb.add(x=written, y=np.float16(0), name=f"written_read{index}"))
     elif plant.kind == "cond":
         pred = mb.squeeze(x=inputs[f"flag{index}"], name=f"pred{index}")
 
@@ -239,6 +247,7 @@ def state_plants(draw, kind: str | None = None) -> StatePlant:
         through_slice_update=draw(st.booleans()),
         const_piece=const_piece,
         read_after=draw(st.booleans()),
+        value_read=draw(st.booleans()),
     )
 
 
@@ -311,24 +320,13 @@ def fuzz_stateful(name: str, target: str | PassPipeline, *, examples: int = 100,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m mil_passes.testing.state_plants [--examples N] [--seed S]``: every target of
-    :func:`stateful_targets` fuzzed on stateful programs; exit 1 if any failed."""
-    import argparse
-    import warnings
+    """``python -m mil_passes.testing.state_plants [ARGS]``: ``python -m mil_passes.testing.fuzz
+    --states [ARGS]`` (every target of :func:`stateful_targets` by default); exit 1 on a failure."""
+    import sys
 
-    parser = argparse.ArgumentParser(description="fuzz the package's passes on stateful programs")
-    parser.add_argument("--examples", type=int, default=100, metavar="N", help="programs per target (default 100)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the draws (default 0)")
-    args = parser.parse_args(argv)
-    warnings.simplefilter("ignore", RuntimeWarning)
-    failed = False
-    for name, target in stateful_targets().items():
-        report = fuzz_stateful(name, target, examples=args.examples, at=args.seed)
-        print(report.line(), flush=True)
-        for failure in report.minimal:
-            print(failure, flush=True)
-        failed |= report.failures > 0
-    return 1 if failed else 0
+    from .fuzz import main as fuzz_main
+
+    return fuzz_main(["--states", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
