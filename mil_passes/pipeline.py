@@ -92,6 +92,13 @@ REPLACEMENTS: tuple[tuple[str, str], ...] = (
     # safe here: ct.convert never names this pass, and neither coremltools' frontend nor backend
     # pipeline runs it.
     ("common::fuse_layernorm_or_instancenorm", "webnn::fuse_layernorm_or_instancenorm"),
+    # common::canonicalize_inplace_pattern rebuilds a coreml_update_state under the scopes of the op
+    # that computes its value, and ScopeInfo refuses a graph-pass scope of two passes: it raises on
+    # a value two passes rewrote (a window of a concat's const part, sliced by
+    # webnn::concat_slice_to_slice_concat, then folded by const_elimination; found by fuzzing
+    # stateful programs). The subclass passes on the last pass only. Safe to replace: only DEFAULT
+    # names it, and ct.convert does not remove it by name.
+    ("common::canonicalize_inplace_pattern", "webnn::canonicalize_inplace_pattern"),
 )
 GUARDED_BY: dict[str, str] = {guard: guarded for guard, guarded in GUARDS if guarded in _OPTIONS_SHARED}
 # Passes coremltools' ML Program backend runs again after the pipeline (backend_mlprogram).
