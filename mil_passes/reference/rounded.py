@@ -146,29 +146,48 @@ def _near(wide: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def evaluate(formula: Formula, dtype, *operands) -> np.ndarray:
     """``formula`` on the operands (broadcast) in float64, settled for rounding once to ``dtype``:
     elements near a rounding boundary of ``dtype`` are recomputed with :data:`LIBM`, NaNs are the
-    positive quiet NaN. Returns float64 (the caller rounds); for other dtypes, numpy's value as is.
+    positive quiet NaN. Returns float64 (the caller rounds); for other dtypes, numpy's value as is."""
+    settle = np.dtype(dtype) if np.dtype(dtype) in ROUNDED_DTYPES else None
+    return _blocks(formula, operands, np.float64, settle)
 
-    The formula is elementwise, so it runs ``CHUNK`` elements at a time: its float64 temporaries
-    stay in cache, and each element's value is what it would be in one pass over the whole array."""
+
+def rounded(formula: Formula, dtype, *operands) -> np.ndarray:
+    """:func:`evaluate` rounded to ``dtype``."""
+    settle = np.dtype(dtype) if np.dtype(dtype) in ROUNDED_DTYPES else None
+    return _blocks(formula, operands, dtype, settle)
+
+
+def exact(formula: Formula, dtype, *operands) -> np.ndarray:
+    """``formula`` on the operands (broadcast) in float64, rounded once to ``dtype``, for a formula
+    of IEEE arithmetic only (``+ - * /``, ``sqrt``, comparisons, ``minimum``…: correctly rounded,
+    the same bits on every CPU), which needs no settling."""
+    return _blocks(formula, operands, dtype, None)
+
+
+def _blocks(formula: Formula, operands, dtype, settle: np.dtype | None) -> np.ndarray:
+    """``formula`` of the broadcast operands in float64, ``CHUNK`` elements at a time (its
+    temporaries stay in cache; the formula is elementwise, so each element's value is what one pass
+    over the whole array gives), settled for ``settle`` (:func:`_settled`) and written as ``dtype``."""
     arrays = [np.asarray(o) for o in operands]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     flat = [_flat(a, shape) for a in arrays]
     size = math.prod(shape)
-    wide = np.empty(size, dtype=np.float64)
-    settle = np.dtype(dtype) in ROUNDED_DTYPES
+    result = np.empty(size, dtype=dtype)
     with np.errstate(all="ignore"):
         for start in range(0, size, CHUNK):
-            parts = [np.asarray(f[start : start + CHUNK], dtype=np.float64) for f in flat]
+            parts = [f if f.ndim == 0 else np.asarray(f[start : start + CHUNK], dtype=np.float64) for f in flat]
             chunk = np.asarray(formula(NUMPY, *parts), dtype=np.float64)
-            if settle:
-                chunk = _settled(formula, dtype, chunk, parts)
-            wide[start : start + CHUNK] = chunk
-    return wide.reshape(shape)
+            if settle is not None:
+                chunk = _settled(formula, settle, chunk, parts)
+            result[start : start + CHUNK] = chunk
+    return result.reshape(shape)
 
 
 def _flat(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``array`` broadcast to ``shape``, as one flat run of elements (a view when it already has
-    that shape and is contiguous)."""
+    that shape and is contiguous), or as a float64 scalar when it has one element."""
+    if array.size == 1 and math.prod(shape) != 1:
+        return np.asarray(array, dtype=np.float64).reshape(())
     if array.shape != shape:
         array = np.broadcast_to(array, shape)
     return np.ascontiguousarray(array).reshape(-1)
@@ -180,7 +199,7 @@ def _settled(formula: Formula, dtype, wide: np.ndarray, operands: list[np.ndarra
     near = _near(wide, np.dtype(dtype))
     if near.any():
         wide = wide.copy()
-        wide[near] = formula(LIBM, *(o[near] for o in operands))
+        wide[near] = formula(LIBM, *(o if o.ndim == 0 else o[near] for o in operands))
     nan = np.isnan(wide)
     return np.where(nan, np.nan, wide) if nan.any() else wide
 
@@ -223,12 +242,6 @@ def along(formula: Formula, dtype, x, axes: tuple[int, ...]) -> np.ndarray:
     return wide.reshape(kept)
 
 
-def rounded(formula: Formula, dtype, *operands) -> np.ndarray:
-    """:func:`evaluate` rounded to ``dtype``."""
-    with np.errstate(all="ignore"):
-        return evaluate(formula, dtype, *operands).astype(dtype)
-
-
 ALL_FP16 = np.arange(2**16, dtype=np.uint16).view(np.float16)
 
 
@@ -247,7 +260,7 @@ def unary(name: str, x) -> np.ndarray:
     numpy's value for other dtypes."""
     x = np.asarray(x)
     if x.dtype == np.float16:
-        return fp16_table(name)[x.view(np.uint16)]
+        return fp16_table(name).take(x.view(np.uint16))
     if x.dtype == np.float32:
         return rounded(UNARY[name], np.float32, x)
     with np.errstate(all="ignore"):

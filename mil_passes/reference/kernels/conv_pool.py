@@ -103,10 +103,13 @@ def conv(op, args) -> np.ndarray:
     dilated = [(k - 1) * d + 1 for k, d in zip(kernel_sizes, dilations)]
     sizes = list(x.shape[2:])
     pads = spatial_pads(op, _pad_type(op, args), args.get("pad"), sizes, dilated, strides)
-    padded = _zero_padded(x, pads)
-    out_sizes = [(n - k) // s + 1 for n, k, s in zip(padded.shape[2:], dilated, strides)]
+    out_sizes = [(n + b + a - k) // s + 1 for n, (b, a), k, s in zip(sizes, pads, dilated, strides)]
     if min(out_sizes) <= 0:
         raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
+    if c_group == 1 and c_out == groups:  # depthwise: one filter per channel
+        result = _depthwise(x, weight, pads, (dilations, out_sizes, strides))
+        return _add_bias(result, args.get("bias"))
+    padded = _zero_padded(x, pads)
 
     # taps: per kernel offset, the input each output position sees there ([N, C_in, *out], a view).
     offsets = list(itertools.product(*(range(k) for k in kernel_sizes)))
@@ -119,12 +122,6 @@ def conv(op, args) -> np.ndarray:
         ]
         for offset in offsets
     ]
-    if c_group == 1 and c_out == groups:  # depthwise: one filter per channel, accumulated tap by tap
-        taps_weight = weight.reshape(c_out, len(offsets))
-        result = np.zeros((batch, c_out, *out_sizes))
-        for index, tap in enumerate(taps):
-            result += taps_weight[:, index].reshape((-1,) + (1,) * rank) * tap
-        return _add_bias(result, args.get("bias"))
     out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
     # columns: [N, C_in, K, *out] in float64, one copy of each tap; then [N, groups, C_in/groups * K, out].
     columns = np.empty((batch, c_in, kernel_count, *out_sizes))
@@ -143,6 +140,49 @@ def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
     padded = np.zeros(x.shape[:2] + tuple(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), x.dtype)
     padded[(slice(None), slice(None)) + tuple(slice(b, b + n) for n, (b, _) in zip(x.shape[2:], pads))] = x
     return padded
+
+
+DEPTHWISE_BLOCK = 1 << 14
+"""Output elements per block of :func:`_depthwise` (its buffers stay in cache)."""
+
+
+def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry) -> np.ndarray:
+    """A depthwise conv (``weight`` ``[C, 1, *K]``): per channel, the products of each tap
+    added in tap order to a zero start, in float64 (each element sums the same way whatever the
+    blocking). It runs channels-last (a float64 copy of ``x``, padded, with channels innermost), so
+    each tap is a long run of memory even when the spatial dims are small, a block of output rows
+    at a time. Returns ``[N, C, *out]``, C-contiguous. ``geometry``: dilations, out sizes, strides."""
+    dilations, out_sizes, strides = geometry
+    batch, channels = x.shape[:2]
+    kernel_sizes = weight.shape[2:]
+    padded = np.zeros((batch, *(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), channels))
+    inside = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape[2:], pads))
+    padded[(slice(None), *inside, slice(None))] = np.moveaxis(x, 1, -1)
+    taps_weight = weight.reshape(channels, -1).T  # [K, C]: a tap's weights run along channels
+    # With a stride of 1 along the last spatial dim, a tap's rows run over (last dim, channels) in
+    # one stretch of memory: the weights are tiled along it, so each multiply runs in long strides.
+    merged = len(out_sizes) > 1 and strides[-1] == 1
+    if merged:
+        taps_weight = np.tile(taps_weight, (1, out_sizes[-1]))
+    inner = (*out_sizes[1:-1], out_sizes[-1] * channels) if merged else (*out_sizes[1:], channels)
+    result = np.empty((batch, *out_sizes, channels))
+    rows = max(1, DEPTHWISE_BLOCK // max(1, math.prod(inner)))
+    offsets = list(itertools.product(*(range(k) for k in kernel_sizes)))
+    for top in range(0, out_sizes[0], rows):
+        count = min(rows, out_sizes[0] - top)
+        total = np.zeros((batch, count, *inner))
+        product = np.empty_like(total)
+        for index, offset in enumerate(offsets):
+            first = offset[0] * dilations[0] + top * strides[0]
+            window = (slice(first, first + (count - 1) * strides[0] + 1, strides[0]),) + tuple(
+                slice(o * d, o * d + (n - 1) * s + 1, s)
+                for o, d, n, s in zip(offset[1:], dilations[1:], out_sizes[1:], strides[1:])
+            )
+            tap = padded[(slice(None), *window, slice(None))]
+            np.multiply(tap.reshape(total.shape) if merged else tap, taps_weight[index], out=product)
+            total += product
+        result[:, top : top + count] = total.reshape((batch, count, *out_sizes[1:], channels))
+    return np.ascontiguousarray(np.moveaxis(result, -1, 1))
 
 
 def _add_bias(result: np.ndarray, bias) -> np.ndarray:
