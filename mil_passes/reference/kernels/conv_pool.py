@@ -106,9 +106,9 @@ def conv(op, args) -> np.ndarray:
     out_sizes = [(n + b + a - k) // s + 1 for n, (b, a), k, s in zip(sizes, pads, dilated, strides)]
     if min(out_sizes) <= 0:
         raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
-    if c_group == 1 and c_out == groups:  # depthwise: one filter per channel
-        result = _depthwise(x, weight, pads, (dilations, out_sizes, strides))
-        return _add_bias(result, args.get("bias"))
+    depthwise = c_group == 1 and c_out == groups  # one filter per channel
+    if depthwise and rank > 1 and out_sizes[-1] < LONG_ROWS:
+        return _add_bias(_depthwise(x, weight, pads, (dilations, out_sizes, strides)), args.get("bias"))
     padded = _zero_padded(x, pads)
 
     # taps: per kernel offset, the input each output position sees there ([N, C_in, *out], a view).
@@ -122,6 +122,12 @@ def conv(op, args) -> np.ndarray:
         ]
         for offset in offsets
     ]
+    if depthwise:  # long rows: the taps accumulated one by one in place
+        taps_weight = weight.reshape(c_out, len(offsets))
+        result = np.zeros((batch, c_out, *out_sizes))
+        for index, tap in enumerate(taps):
+            result += taps_weight[:, index].reshape((-1,) + (1,) * rank) * tap
+        return _add_bias(result, args.get("bias"))
     out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
     # columns: [N, C_in, K, *out] in float64, one copy of each tap; then [N, groups, C_in/groups * K, out].
     columns = np.empty((batch, c_in, kernel_count, *out_sizes))
@@ -142,6 +148,9 @@ def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
     return padded
 
 
+LONG_ROWS = 32
+"""Output rows this long or longer make a depthwise conv's taps long enough in ``[N, C, *out]``."""
+
 DEPTHWISE_BLOCK = 1 << 14
 """Output elements per block of :func:`_depthwise` (its buffers stay in cache)."""
 
@@ -149,37 +158,35 @@ DEPTHWISE_BLOCK = 1 << 14
 def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry) -> np.ndarray:
     """A depthwise conv (``weight`` ``[C, 1, *K]``): per channel, the products of each tap
     added in tap order to a zero start, in float64 (each element sums the same way whatever the
-    blocking). It runs channels-last (a float64 copy of ``x``, padded, with channels innermost), so
-    each tap is a long run of memory even when the spatial dims are small, a block of output rows
-    at a time. Returns ``[N, C, *out]``, C-contiguous. ``geometry``: dilations, out sizes, strides."""
+    blocking). It runs channels-last (a float64 copy of ``x``, padded, with channels innermost),
+    the last spatial dim split into its ``stride`` phases, so that a tap's rows run over (last dim,
+    channels) in one stretch of memory; a block of output rows at a time. Returns ``[N, C, *out]``,
+    C-contiguous. ``geometry``: dilations, out sizes, strides."""
     dilations, out_sizes, strides = geometry
     batch, channels = x.shape[:2]
-    kernel_sizes = weight.shape[2:]
+    every = (slice(None),)
     padded = np.zeros((batch, *(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), channels))
     inside = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape[2:], pads))
-    padded[(slice(None), *inside, slice(None))] = np.moveaxis(x, 1, -1)
-    taps_weight = weight.reshape(channels, -1).T  # [K, C]: a tap's weights run along channels
-    # With a stride of 1 along the last spatial dim, a tap's rows run over (last dim, channels) in
-    # one stretch of memory: the weights are tiled along it, so each multiply runs in long strides.
-    merged = len(out_sizes) > 1 and strides[-1] == 1
-    if merged:
-        taps_weight = np.tile(taps_weight, (1, out_sizes[-1]))
-    inner = (*out_sizes[1:-1], out_sizes[-1] * channels) if merged else (*out_sizes[1:], channels)
+    padded[every + inside + every] = np.moveaxis(x, 1, -1)
+    stride = strides[-1]
+    phases = [np.ascontiguousarray(padded[..., phase::stride, :]) for phase in range(stride)]
+    inner = (*out_sizes[1:-1], out_sizes[-1] * channels)
+    taps_weight = np.tile(weight.reshape(channels, -1).T, (1, out_sizes[-1]))  # [K, last * C]
     result = np.empty((batch, *out_sizes, channels))
     rows = max(1, DEPTHWISE_BLOCK // max(1, math.prod(inner)))
-    offsets = list(itertools.product(*(range(k) for k in kernel_sizes)))
+    offsets = list(itertools.product(*(range(k) for k in weight.shape[2:])))
     for top in range(0, out_sizes[0], rows):
         count = min(rows, out_sizes[0] - top)
         total = np.zeros((batch, count, *inner))
         product = np.empty_like(total)
         for index, offset in enumerate(offsets):
-            first = offset[0] * dilations[0] + top * strides[0]
-            window = (slice(first, first + (count - 1) * strides[0] + 1, strides[0]),) + tuple(
-                slice(o * d, o * d + (n - 1) * s + 1, s)
-                for o, d, n, s in zip(offset[1:], dilations[1:], out_sizes[1:], strides[1:])
-            )
-            tap = padded[(slice(None), *window, slice(None))]
-            np.multiply(tap.reshape(total.shape) if merged else tap, taps_weight[index], out=product)
+            starts = [o * d for o, d in zip(offset, dilations)]
+            starts[0] += top * strides[0]
+            sizes = [count, *out_sizes[1:]]
+            window = tuple(slice(b, b + (n - 1) * s + 1, s) for b, n, s in zip(starts[:-1], sizes[:-1], strides[:-1]))
+            phase, begin = divmod(starts[-1], stride)[::-1]
+            tap = phases[phase][every + window + (slice(begin, begin + sizes[-1]), slice(None))]
+            np.multiply(tap.reshape(total.shape), taps_weight[index], out=product)
             total += product
         result[:, top : top + count] = total.reshape((batch, count, *out_sizes[1:], channels))
     return np.ascontiguousarray(np.moveaxis(result, -1, 1))
