@@ -115,7 +115,8 @@ UNARY: dict[str, Formula] = {
 
 
 CHUNK = 1 << 15
-"""Elements per pass of :func:`near_a_boundary` (its temporaries stay in cache)."""
+"""Elements per block of :func:`evaluate`, :func:`rounded`, :func:`exact` and :func:`near_a_boundary`
+(rows of about as many per block in :func:`along`): their float64 temporaries stay in cache."""
 
 
 def near_a_boundary(wide: np.ndarray, dtype) -> np.ndarray:
