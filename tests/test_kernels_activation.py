@@ -237,3 +237,29 @@ def test_gelu_default_mode_is_exact():
     x = np.linspace(-4, 4, 17, dtype=np.float32)
     out = run_one_op(lambda v: mb.gelu(x=v), x)
     assert_faithful(out, F.gelu(torch64(x)).numpy(), np.float32)
+
+
+def test_relu_is_coremltools_formula_bit_for_bit():
+    """relu's kernel computes coremltools' value_inference formula, np.maximum(x, 0); fp16 reads a
+    table of it: every fp16 input (NaNs and -0.0 included) and fp32 specials give the same bits."""
+    every_fp16 = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    got = run_one_op(lambda v: mb.relu(x=v), every_fp16)
+    assert got.dtype == np.float16 and got.tobytes() == np.maximum(every_fp16, 0).tobytes()
+    fp32 = np.array([-0.0, 0.0, -1.5, 2.5, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45], np.float32)
+    got = run_one_op(lambda v: mb.relu(x=v), fp32)
+    assert got.dtype == np.float32 and got.tobytes() == np.maximum(fp32, 0).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_sigmoid_hard_and_thresholded_relu_by_table_match_float64(dtype):
+    """fp16 reads a table of the float64 formula, fp32 runs it in blocks: both round once."""
+    x = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(dtype)
+    alpha, beta = dtype(0.2), dtype(0.5)
+    got = run_one_op(lambda v: mb.sigmoid_hard(x=v, alpha=alpha, beta=beta), x)
+    wide = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = np.clip(np.float64(alpha) * wide + np.float64(beta), 0.0, 1.0).astype(dtype)
+    assert got.tobytes() == want.tobytes()
+    got = run_one_op(lambda v: mb.thresholded_relu(x=v, alpha=dtype(0.75)), x)
+    want = np.where(wide >= 0.75, x, np.zeros_like(x))
+    assert got.tobytes() == want.tobytes()

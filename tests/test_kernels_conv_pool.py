@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from kernel_helpers import run_one_op
 from mil_passes.reference import UnsupportedOpError, evaluate
+from mil_passes.reference.kernels import conv_pool
 
 torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
 F = torch.nn.functional
@@ -433,3 +434,40 @@ def test_ceil_mode_window_past_x_raises():
 
     with pytest.raises(UnsupportedOpError, match=r"'past' of type 'avg_pool'.*window 2 "):
         run_one_op(build, x)
+
+
+@pytest.mark.parametrize(
+    ("shape", "kernel", "strides", "dilations", "pad"),
+    [
+        ((2, 12, 17, 19), (5, 5), (1, 1), (1, 1), [2, 2, 2, 2]),
+        ((1, 9, 23, 16), (3, 3), (2, 2), (1, 1), [1, 0, 1, 1]),
+        ((1, 7, 20, 21), (3, 2), (1, 3), (2, 1), [0, 0, 0, 0]),
+        ((1, 5, 6, 7, 8), (3, 3, 3), (1, 2, 1), (1, 1, 2), [1, 1, 0, 1, 2, 2]),
+    ],
+)
+def test_depthwise_channels_last_sums_as_the_plain_loop(monkeypatch, shape, kernel, strides, dilations, pad):
+    """A depthwise conv with short output rows runs channels-last in row blocks; with long rows, tap
+    by tap in place. Both add each tap's product in the same order: the same bits."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32)
+    channels = shape[1]
+    weight = rng.standard_normal((channels, 1, *kernel)).astype(np.float32)
+    bias = rng.standard_normal(channels).astype(np.float32)
+
+    def build(v):
+        return mb.conv(
+            x=v,
+            weight=weight,
+            bias=bias,
+            groups=channels,
+            strides=strides,
+            dilations=dilations,
+            pad_type="custom",
+            pad=pad,
+        )
+
+    monkeypatch.setattr(conv_pool, "DEPTHWISE_BLOCK", 64)  # several row blocks
+    blocked = run_one_op(build, x)
+    monkeypatch.setattr(conv_pool, "LONG_ROWS", 1)  # every row counts as long: the plain loop
+    plain = run_one_op(build, x)
+    assert blocked.tobytes() == plain.tobytes()

@@ -21,7 +21,6 @@ X = np.array([[[[-2.0, -0.5], [0.0, 3.0]], [[7.0, 1.0], [-1.0, 0.5]]]], np.float
 # One small use of each op the interpreter evaluates through coremltools' own value_inference,
 # with the numpy result it must give.
 VALUE_INFERENCE_OPS = {
-    "relu": (lambda x: mb.relu(x=x), np.maximum(X, 0)),
     "relu6": (lambda x: mb.relu6(x=x), np.clip(X, 0, 6)),
     "leaky_relu": (lambda x: mb.leaky_relu(x=x, alpha=0.1), np.where(X < 0, 0.1 * X, X)),
     "prelu": (

@@ -23,6 +23,8 @@ from typing import Callable
 
 import numpy as np
 
+from . import error_function
+
 MARGIN = 2.0**-40
 """Relative distance to a rounding boundary within which libm's scalar value decides. numpy's
 float64 loops are within a few float64 ulps (2^-52 relative) of each other; 2^-40 leaves 4,096."""
@@ -59,7 +61,7 @@ def _pow(base: float, exponent: float) -> float:
 
 # The transcendental functions of the formulas, from two sources: numpy's float64 loops (fast,
 # dispatch-dependent in the last bits) and libm's scalar functions via ``math`` (element by element).
-# erf/erfc have no numpy ufunc: both use libm.
+# erf/erfc have no numpy ufunc: the fast pass uses error_function.py's (numpy, within 1e-13 of libm).
 _ERF, _ERFC = _each(math.erf, np.sign), _each(math.erfc, np.sign)  # (erf and erfc never raise)
 NUMPY = SimpleNamespace(
     exp=np.exp,
@@ -77,8 +79,8 @@ NUMPY = SimpleNamespace(
     cosh=np.cosh,
     tanh=np.tanh,
     atanh=np.arctanh,
-    erf=_ERF,
-    erfc=_ERFC,
+    erf=error_function.erf,
+    erfc=error_function.erfc,
     pow=np.power,
 )
 LIBM = SimpleNamespace(
@@ -113,7 +115,8 @@ UNARY: dict[str, Formula] = {
 
 
 CHUNK = 1 << 15
-"""Elements per pass of :func:`near_a_boundary` (its temporaries stay in cache)."""
+"""Elements per block of :func:`evaluate`, :func:`rounded`, :func:`exact` and :func:`near_a_boundary`
+(rows of about as many per block in :func:`along`): their float64 temporaries stay in cache."""
 
 
 def near_a_boundary(wide: np.ndarray, dtype) -> np.ndarray:
@@ -145,47 +148,99 @@ def evaluate(formula: Formula, dtype, *operands) -> np.ndarray:
     """``formula`` on the operands (broadcast) in float64, settled for rounding once to ``dtype``:
     elements near a rounding boundary of ``dtype`` are recomputed with :data:`LIBM`, NaNs are the
     positive quiet NaN. Returns float64 (the caller rounds); for other dtypes, numpy's value as is."""
-    wide_operands = np.broadcast_arrays(*(np.asarray(o, dtype=np.float64) for o in operands))
+    settle = np.dtype(dtype) if np.dtype(dtype) in ROUNDED_DTYPES else None
+    return _blocks(formula, operands, np.float64, settle)
+
+
+def rounded(formula: Formula, dtype, *operands) -> np.ndarray:
+    """:func:`evaluate` rounded to ``dtype``."""
+    settle = np.dtype(dtype) if np.dtype(dtype) in ROUNDED_DTYPES else None
+    return _blocks(formula, operands, dtype, settle)
+
+
+def exact(formula: Formula, dtype, *operands) -> np.ndarray:
+    """``formula`` on the operands (broadcast) in float64, rounded once to ``dtype``, for a formula
+    of IEEE arithmetic only (``+ - * /``, ``sqrt``, comparisons, ``minimum``…: correctly rounded,
+    the same bits on every CPU), which needs no settling."""
+    return _blocks(formula, operands, dtype, None)
+
+
+def _blocks(formula: Formula, operands, dtype, settle: np.dtype | None) -> np.ndarray:
+    """``formula`` of the broadcast operands in float64, ``CHUNK`` elements at a time (its
+    temporaries stay in cache; the formula is elementwise, so each element's value is what one pass
+    over the whole array gives), settled for ``settle`` (:func:`_settled`) and written as ``dtype``."""
+    arrays = [np.asarray(o) for o in operands]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    flat = [_flat(a, shape) for a in arrays]
+    size = math.prod(shape)
+    result = np.empty(size, dtype=dtype)
     with np.errstate(all="ignore"):
-        wide = np.asarray(formula(NUMPY, *wide_operands), dtype=np.float64)
-        if np.dtype(dtype) not in ROUNDED_DTYPES:
-            return wide
-        near = near_a_boundary(wide, dtype)
-        if near.any():
-            wide = wide.copy()
-            wide[near] = formula(LIBM, *(o[near] for o in wide_operands))
-        nan = np.isnan(wide)
-        return np.where(nan, np.nan, wide) if nan.any() else wide
+        for start in range(0, size, CHUNK):
+            parts = [f if f.ndim == 0 else np.asarray(f[start : start + CHUNK], dtype=np.float64) for f in flat]
+            chunk = np.asarray(formula(NUMPY, *parts), dtype=np.float64)
+            if settle is not None:
+                chunk = _settled(formula, settle, chunk, parts)
+            result[start : start + CHUNK] = chunk
+    return result.reshape(shape)
+
+
+def _flat(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``array`` broadcast to ``shape``, as one flat run of elements (a view when it already has
+    that shape and is contiguous), or as a float64 scalar when it has one element."""
+    if array.size == 1 and math.prod(shape) != 1:
+        return np.asarray(array, dtype=np.float64).reshape(())
+    if array.shape != shape:
+        array = np.broadcast_to(array, shape)
+    return np.ascontiguousarray(array).reshape(-1)
+
+
+def _settled(formula: Formula, dtype, wide: np.ndarray, operands: list[np.ndarray]) -> np.ndarray:
+    """``wide`` (``formula`` of the flat float64 ``operands`` with numpy) with its elements near a
+    rounding boundary of ``dtype`` recomputed with :data:`LIBM`, and its NaNs made positive quiet."""
+    near = _near(wide, np.dtype(dtype))
+    if near.any():
+        wide = wide.copy()
+        wide[near] = formula(LIBM, *(o if o.ndim == 0 else o[near] for o in operands))
+    nan = np.isnan(wide)
+    return np.where(nan, np.nan, wide) if nan.any() else wide
 
 
 def along(formula: Formula, dtype, x, axes: tuple[int, ...]) -> np.ndarray:
     """``formula(fn, rows)`` on ``x`` in float64 with ``axes`` flattened into the last axis of a 2-D
     ``rows``; it returns ``[k, n]`` (the shape of x comes back) or ``[k, 1]`` (a reduction over
     ``axes``, returned with them kept as size 1). Settled as :func:`evaluate` does, a whole row at a
-    time: a row with any element near a rounding boundary of ``dtype`` is recomputed with LIBM."""
-    x = np.asarray(x, dtype=np.float64)
+    time: a row with any element near a rounding boundary of ``dtype`` is recomputed with LIBM.
+    Rows are independent, so they run a block of about ``CHUNK`` elements at a time."""
+    x = np.asarray(x)
     others = [a for a in range(x.ndim) if a not in axes]
     order = others + list(axes)
     moved = np.transpose(x, order)
     rows = moved.reshape(math.prod(moved.shape[: len(others)]), -1)
+    count, length = rows.shape
+    width: int | None = None
+    blocks = []
+    step = max(1, CHUNK // max(1, length))
     with np.errstate(all="ignore"):
-        wide = np.asarray(formula(NUMPY, rows), dtype=np.float64)
-        if np.dtype(dtype) in ROUNDED_DTYPES and wide.size:
-            near = near_a_boundary(wide, dtype).any(axis=1)
-            if near.any():
-                wide = wide.copy()
-                wide[near] = formula(LIBM, rows[near])
-            wide = np.where(np.isnan(wide), np.nan, wide)
-    if wide.shape[1] == rows.shape[1]:
+        for start in range(0, count, step):
+            block = np.asarray(rows[start : start + step], dtype=np.float64)
+            wide = np.asarray(formula(NUMPY, block), dtype=np.float64)
+            if np.dtype(dtype) in ROUNDED_DTYPES and wide.size:
+                near = _near(wide, np.dtype(dtype)).any(axis=1)
+                if near.any():
+                    wide = wide.copy()
+                    wide[near] = formula(LIBM, block[near])
+                wide = np.where(np.isnan(wide), np.nan, wide)
+            width = wide.shape[1]
+            blocks.append(wide)
+    if width is None:  # no rows: the formula never ran
+        wide = np.asarray(formula(NUMPY, np.asarray(rows, dtype=np.float64)), dtype=np.float64)
+        width = wide.shape[1]
+    else:
+        wide = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+    if width == length:
         return np.transpose(wide.reshape(moved.shape), np.argsort(order))
     kept = tuple(1 if a in axes else x.shape[a] for a in range(x.ndim))
     return wide.reshape(kept)
-
-
-def rounded(formula: Formula, dtype, *operands) -> np.ndarray:
-    """:func:`evaluate` rounded to ``dtype``."""
-    with np.errstate(all="ignore"):
-        return evaluate(formula, dtype, *operands).astype(dtype)
 
 
 ALL_FP16 = np.arange(2**16, dtype=np.uint16).view(np.float16)
@@ -206,7 +261,7 @@ def unary(name: str, x) -> np.ndarray:
     numpy's value for other dtypes."""
     x = np.asarray(x)
     if x.dtype == np.float16:
-        return fp16_table(name)[x.view(np.uint16)]
+        return fp16_table(name).take(x.view(np.uint16))
     if x.dtype == np.float32:
         return rounded(UNARY[name], np.float32, x)
     with np.errstate(all="ignore"):

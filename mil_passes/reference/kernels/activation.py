@@ -19,8 +19,9 @@ fp16 inputs against float64 math; ulps of the output dtype):
 - ``clamped_relu`` returns ``2 * beta`` for ``x >= 0`` when ``beta < 0`` (it adds two clipped
   halves that both clip to ``beta``).
 
-``relu``, ``relu6``, ``leaky_relu`` and ``prelu`` keep coremltools' ``value_inference``: it is
-correctly rounded for fp32 and fp16 (one multiplication at most).
+``relu6``, ``leaky_relu`` and ``prelu`` keep coremltools' ``value_inference``: it is correctly
+rounded for fp32 and fp16 (one multiplication at most). ``relu`` computes the same formula,
+``np.maximum(x, 0)``, by table for fp16 (numpy's fp16 ``maximum`` converts each element).
 ``softmax`` is a core kernel.
 
 The transcendental parts go through ``rounded.py``: an element whose float64 value is near an
@@ -31,6 +32,7 @@ dispatch; parameter-free activations of fp16 inputs are a 65,536-entry table.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -68,9 +70,16 @@ def _gelu_exact(fn, x: np.ndarray) -> np.ndarray:
     return 0.5 * x * fn.erfc(-x / math.sqrt(2.0))
 
 
+def _cube(fn, x: np.ndarray) -> np.ndarray:
+    """``x**3`` in float64: two multiplications in numpy's pass (``power`` costs ~40x more), and
+    numpy's ``power`` where libm settles an element near a rounding boundary. The two differ by an
+    ulp of float64 at most, far inside ``rounded.MARGIN``, so the rounded result is the same."""
+    return x * x * x if fn is rounded.NUMPY else x**3
+
+
 def _gelu_tanh(fn, x: np.ndarray) -> np.ndarray:
     """``0.5 x (1 + tanh(z))``, as ``x sigmoid(2 z)`` (the same function) to keep the negative tail."""
-    return x * sigmoid_of(2.0 * SQRT_2_OVER_PI * (x + 0.044715 * x**3), fn)
+    return x * sigmoid_of(2.0 * SQRT_2_OVER_PI * (x + 0.044715 * _cube(fn, x)), fn)
 
 
 def _gelu_sigmoid(fn, x: np.ndarray) -> np.ndarray:
@@ -98,11 +107,29 @@ def _softplus(fn, x):
 
 def _of_x(op, formula: rounded.Formula, x) -> np.ndarray:
     """A parameter-free activation of ``x``: by table for fp16 (rounded.fp16_table), else in float64
-    settled for the declared output dtype."""
+    settled for and rounded to the declared output dtype."""
     x = np.asarray(x)
     if x.dtype == np.float16 and out_dtype(op) == np.float16:
-        return rounded.fp16_table(formula)[x.view(np.uint16)]
-    return rounded.evaluate(formula, out_dtype(op), x)
+        return rounded.fp16_table(formula).take(x.view(np.uint16))
+    return rounded.rounded(formula, out_dtype(op), x)
+
+
+def _exact_of_x(op, formula: rounded.Formula, x, *params) -> np.ndarray:
+    """An activation of IEEE arithmetic only (``rounded.exact``) in float64, rounded once to the
+    declared dtype; an fp16 ``x`` with scalar parameters reads a 65,536-entry table of the same
+    formula, one per parameter set."""
+    x = np.asarray(x)
+    dtype = out_dtype(op)
+    if x.dtype == np.float16 and dtype == np.float16 and all(np.ndim(p) == 0 for p in params):
+        return _fp16_exact_table(formula, tuple(float(p) for p in params)).take(x.view(np.uint16))
+    return rounded.exact(formula, dtype, x, *params)
+
+
+@lru_cache(maxsize=256)
+def _fp16_exact_table(formula: rounded.Formula, params: tuple[float, ...]) -> np.ndarray:
+    table = rounded.exact(formula, np.float16, rounded.ALL_FP16, *params)
+    table.flags.writeable = False
+    return table
 
 
 @kernel("gelu")
@@ -137,7 +164,7 @@ def softplus_parametric(op, args):
     x = _wide(args["x"])
     alpha = _param(args, "alpha", x.ndim, per_channel=True)
     beta = _param(args, "beta", x.ndim, per_channel=True)
-    return rounded.evaluate(_softplus_parametric, out_dtype(op), x, alpha, beta)
+    return rounded.rounded(_softplus_parametric, out_dtype(op), x, alpha, beta)
 
 
 @kernel("softsign")
@@ -153,7 +180,7 @@ def _elu(fn, x, alpha):
 @kernel("elu")
 def elu(op, args):
     x = _wide(args["x"])
-    return rounded.evaluate(_elu, out_dtype(op), x, _param(args, "alpha", x.ndim))
+    return rounded.rounded(_elu, out_dtype(op), x, _param(args, "alpha", x.ndim))
 
 
 @kernel("linear_activation")
@@ -170,13 +197,17 @@ def _scaled_tanh(fn, x, alpha, beta):
 def scaled_tanh(op, args):
     x = _wide(args["x"])
     alpha, beta = _param(args, "alpha", x.ndim), _param(args, "beta", x.ndim)
-    return rounded.evaluate(_scaled_tanh, out_dtype(op), x, alpha, beta)
+    return rounded.rounded(_scaled_tanh, out_dtype(op), x, alpha, beta)
+
+
+def _sigmoid_hard(fn, x, alpha, beta):
+    return np.clip(alpha * x + beta, 0.0, 1.0)
 
 
 @kernel("sigmoid_hard")
 def sigmoid_hard(op, args):
-    x = _wide(args["x"])
-    return np.clip(_param(args, "alpha", x.ndim) * x + _param(args, "beta", x.ndim), 0.0, 1.0)
+    x = np.asarray(args["x"])
+    return _exact_of_x(op, _sigmoid_hard, x, _param(args, "alpha", x.ndim), _param(args, "beta", x.ndim))
 
 
 @kernel("clamped_relu")
@@ -186,7 +217,31 @@ def clamped_relu(op, args):
     return np.minimum(np.where(x >= 0, x, alpha * x), beta)
 
 
+def _thresholded_relu(fn, x, alpha):
+    return np.where(x >= alpha, x, 0.0)
+
+
 @kernel("thresholded_relu")
 def thresholded_relu(op, args):
+    """``x`` where ``x >= alpha``, else 0. The comparison is exact in any common float dtype (each
+    widens to the other exactly), so fp32 runs in place; fp16 by table."""
+    x, alpha = np.asarray(args["x"]), np.asarray(args["alpha"])
+    if x.dtype == np.float16:
+        return _exact_of_x(op, _thresholded_relu, x, _wide(alpha))
+    return np.where(x >= alpha, x, np.zeros((), x.dtype))
+
+
+@kernel("relu")
+def relu(op, args):
+    """coremltools' ``value_inference`` formula, ``np.maximum(x, 0)``; fp16 reads a table of it."""
     x = np.asarray(args["x"])
-    return np.where(_wide(x) >= _wide(args["alpha"]), x, np.zeros_like(x))
+    if x.dtype == np.float16:
+        return _fp16_relu_table().take(x.view(np.uint16))
+    return np.maximum(x, 0)
+
+
+@lru_cache(maxsize=None)
+def _fp16_relu_table() -> np.ndarray:
+    table = np.maximum(rounded.ALL_FP16, 0)
+    table.flags.writeable = False
+    return table

@@ -103,10 +103,13 @@ def conv(op, args) -> np.ndarray:
     dilated = [(k - 1) * d + 1 for k, d in zip(kernel_sizes, dilations)]
     sizes = list(x.shape[2:])
     pads = spatial_pads(op, _pad_type(op, args), args.get("pad"), sizes, dilated, strides)
-    padded = _zero_padded(x, pads)
-    out_sizes = [(n - k) // s + 1 for n, k, s in zip(padded.shape[2:], dilated, strides)]
+    out_sizes = [(n + b + a - k) // s + 1 for n, (b, a), k, s in zip(sizes, pads, dilated, strides)]
     if min(out_sizes) <= 0:
         raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
+    depthwise = c_group == 1 and c_out == groups  # one filter per channel
+    if depthwise and rank > 1 and out_sizes[-1] < LONG_ROWS:
+        return _add_bias(_depthwise(x, weight, pads, (dilations, out_sizes, strides)), args.get("bias"))
+    padded = _zero_padded(x, pads)
 
     # taps: per kernel offset, the input each output position sees there ([N, C_in, *out], a view).
     offsets = list(itertools.product(*(range(k) for k in kernel_sizes)))
@@ -119,7 +122,7 @@ def conv(op, args) -> np.ndarray:
         ]
         for offset in offsets
     ]
-    if c_group == 1 and c_out == groups:  # depthwise: one filter per channel, accumulated tap by tap
+    if depthwise:  # long rows: the taps accumulated one by one in place
         taps_weight = weight.reshape(c_out, len(offsets))
         result = np.zeros((batch, c_out, *out_sizes))
         for index, tap in enumerate(taps):
@@ -143,6 +146,50 @@ def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
     padded = np.zeros(x.shape[:2] + tuple(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), x.dtype)
     padded[(slice(None), slice(None)) + tuple(slice(b, b + n) for n, (b, _) in zip(x.shape[2:], pads))] = x
     return padded
+
+
+LONG_ROWS = 32
+"""Output rows this long or longer make a depthwise conv's taps long enough in ``[N, C, *out]``."""
+
+DEPTHWISE_BLOCK = 1 << 14
+"""Output elements per block of :func:`_depthwise` (its buffers stay in cache)."""
+
+
+def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry) -> np.ndarray:
+    """A depthwise conv (``weight`` ``[C, 1, *K]``): per channel, the products of each tap
+    added in tap order to a zero start, in float64 (each element sums the same way whatever the
+    blocking). It runs channels-last (a float64 copy of ``x``, padded, with channels innermost),
+    the last spatial dim split into its ``stride`` phases, so that a tap's rows run over (last dim,
+    channels) in one stretch of memory; a block of output rows at a time. Returns ``[N, C, *out]``,
+    C-contiguous. ``geometry``: dilations, out sizes, strides."""
+    dilations, out_sizes, strides = geometry
+    batch, channels = x.shape[:2]
+    every = (slice(None),)
+    padded = np.zeros((batch, *(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), channels))
+    inside = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape[2:], pads))
+    padded[every + inside + every] = np.moveaxis(x, 1, -1)
+    stride = strides[-1]
+    phases = [np.ascontiguousarray(padded[..., phase::stride, :]) for phase in range(stride)]
+    inner = (*out_sizes[1:-1], out_sizes[-1] * channels)
+    taps_weight = np.tile(weight.reshape(channels, -1).T, (1, out_sizes[-1]))  # [K, last * C]
+    result = np.empty((batch, *out_sizes, channels))
+    rows = max(1, DEPTHWISE_BLOCK // max(1, math.prod(inner)))
+    offsets = list(itertools.product(*(range(k) for k in weight.shape[2:])))
+    for top in range(0, out_sizes[0], rows):
+        count = min(rows, out_sizes[0] - top)
+        total = np.zeros((batch, count, *inner))
+        product = np.empty_like(total)
+        for index, offset in enumerate(offsets):
+            starts = [o * d for o, d in zip(offset, dilations)]
+            starts[0] += top * strides[0]
+            sizes = [count, *out_sizes[1:]]
+            window = tuple(slice(b, b + (n - 1) * s + 1, s) for b, n, s in zip(starts[:-1], sizes[:-1], strides[:-1]))
+            phase, begin = divmod(starts[-1], stride)[::-1]
+            tap = phases[phase][every + window + (slice(begin, begin + sizes[-1]), slice(None))]
+            np.multiply(tap.reshape(total.shape), taps_weight[index], out=product)
+            total += product
+        result[:, top : top + count] = total.reshape((batch, count, *out_sizes[1:], channels))
+    return np.ascontiguousarray(np.moveaxis(result, -1, 1))
 
 
 def _add_bias(result: np.ndarray, bias) -> np.ndarray:
