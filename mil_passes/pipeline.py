@@ -83,6 +83,10 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # common::remove_symbolic_reshape raises when the shape it folds is also a block output.
     # The guard does the pass's rewrite for exactly those reshapes, keeping the shape.
     ("webnn::guard_remove_symbolic_reshape", "common::remove_symbolic_reshape"),
+    # common::fuse_matmul_weight_bias fuses b - x @ W as x @ W - b (every output changes sign),
+    # adds the bias of W @ x + b along the wrong axis, and raises when the matmul is also an
+    # output. The guard reads such a matmul through an identity (removed by noop_elimination).
+    ("webnn::guard_fuse_matmul_weight_bias", "common::fuse_matmul_weight_bias"),
 )
 # Replacements: (coremltools' pass, the webnn:: subclass that pipeline() runs in its place).
 REPLACEMENTS: tuple[tuple[str, str], ...] = (
