@@ -87,6 +87,12 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # adds the bias of W @ x + b along the wrong axis, and raises when the matmul is also an
     # output. The guard reads such a matmul through an identity (removed by noop_elimination).
     ("webnn::guard_fuse_matmul_weight_bias", "common::fuse_matmul_weight_bias"),
+    # common::replace_stack_reshape deletes the stack of reshape(stack(...)) even when a block
+    # returns it (ValueError). The guard gives the reshape a copy of such a stack.
+    ("webnn::guard_replace_stack_reshape", "common::replace_stack_reshape"),
+    # common::concat_to_pixel_shuffle deletes the inner concats of its nested interleaved concats
+    # even when another op reads one (ValueError). The guard gives the outer concat copies.
+    ("webnn::guard_concat_to_pixel_shuffle", "common::concat_to_pixel_shuffle"),
 )
 # Replacements: (coremltools' pass, the webnn:: subclass that pipeline() runs in its place).
 REPLACEMENTS: tuple[tuple[str, str], ...] = (
