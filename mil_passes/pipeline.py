@@ -93,6 +93,11 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # common::concat_to_pixel_shuffle deletes the inner concats of its nested interleaved concats
     # even when another op reads one (ValueError). The guard gives the outer concat copies.
     ("webnn::guard_concat_to_pixel_shuffle", "common::concat_to_pixel_shuffle"),
+    # common::add_fp16_cast re-creates every reshape of fp32 data, and coremltools types a const 0
+    # target literally ([0, 0, 4, 8]) when x has run-time dims: until the fold_shape_ops placed
+    # after it, the program declares wrong types. The guard gives such reshapes their target as
+    # run-time sizes (gather of shape(x)), typed right; that fold_shape_ops folds them back.
+    ("webnn::guard_add_fp16_cast", "common::add_fp16_cast"),
 )
 # Replacements: (coremltools' pass, the webnn:: subclass that pipeline() runs in its place).
 REPLACEMENTS: tuple[tuple[str, str], ...] = (
