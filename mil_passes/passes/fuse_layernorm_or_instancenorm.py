@@ -10,8 +10,13 @@ not compare the variance's axes with the mean's: a mean over ``[-2, -1]`` and a 
 ``gamma`` / ``beta`` broadcast: an ``instance_norm`` takes ``squeeze(gamma)`` per channel whatever
 axis the written ``gamma`` lay along, and a ``[1, 2]`` gamma that widened a ``[1, 1, 1, 1]`` input
 to ``[1, 1, 1, 2]`` becomes an ``instance_norm`` typed ``[1, 1, 1, 1]`` (the output's shape
-changes). This subclass, which ``mil_passes.pipeline()`` runs in its place, refuses these three
-kinds of match (the ops stay as written) and fuses every other one exactly as coremltools does.
+changes). And on fp16 data the written ops round after each step and cancel
+(``x * scale + (beta - mean * scale)``) where the fused op rounds once: on inputs whose mean is
+large against their spread the two differ by far more than fp16's precision (6.6% of the output's
+scale at mean 100, spread 0.5; the fused op is the one closer to the exact value), which the pass
+cannot rule out. This subclass, which ``mil_passes.pipeline()`` runs in its place, refuses these
+four kinds of match (the ops stay as written) and fuses every other one exactly as coremltools
+does. (``ct.convert`` fuses before ``add_fp16_cast``, in fp32, so conversions at fp16 still fuse.)
 
 Given (pattern 1, the shift read by a ``relu`` too)::
 
@@ -28,7 +33,7 @@ Result: the same program (coremltools' pass raised here). Without the ``relu`` i
 from __future__ import annotations
 
 import numpy as np
-from coremltools.converters.mil.mil import Operation, Var
+from coremltools.converters.mil.mil import Operation, Var, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 from coremltools.converters.mil.mil.passes.defs.optimize_normalization import (
     fuse_layernorm_or_instancenorm as CoremltoolsFuseLayernormOrInstancenorm,
@@ -109,7 +114,7 @@ def read_outside(ops: list[Operation], end_op: Operation) -> Operation | None:
 @register("fuse_layernorm_or_instancenorm")
 class FuseLayernormOrInstancenorm(CoremltoolsFuseLayernormOrInstancenorm):
     """coremltools' ``fuse_layernorm_or_instancenorm``, refusing shared ops, mismatched reduction
-    axes and misplaced gamma / beta."""
+    axes, misplaced gamma / beta and fp16 data."""
 
     @staticmethod
     def _try_apply_transform(reduce_op, block, gamma_var, beta_var, epsilon_var, end_op, ops_to_remove):
@@ -121,6 +126,8 @@ class FuseLayernormOrInstancenorm(CoremltoolsFuseLayernormOrInstancenorm):
         if read_outside(candidates, end_op) is not None or reduces_elsewhere(reduce_op, candidates) is not None:
             return False
         if misplaced_parameter(reduce_op, gamma_var, beta_var) is not None:
+            return False
+        if reduce_op.x.dtype == types.fp16:
             return False
         return CoremltoolsFuseLayernormOrInstancenorm._try_apply_transform(
             reduce_op, block, gamma_var, beta_var, epsilon_var, end_op, ops_to_remove
