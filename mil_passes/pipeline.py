@@ -106,6 +106,18 @@ GUARDS: tuple[tuple[str, str], ...] = (
         "webnn::guard_distributive_quantized_binary_op_scale_normalization",
         "common::distributive_quantized_binary_op_scale_normalization",
     ),
+    # Found by the pipeline target at 1,000 programs (seeds 0 and 1):
+    # common::fuse_gelu_exact deletes a mul(0.5, x) that another op reads (ValueError). The guard
+    # gives the gelu's final mul a copy of it.
+    ("webnn::guard_fuse_gelu_exact", "common::fuse_gelu_exact"),
+    # common::merge_consecutive_relus / _reshapes raise (KeyError) when the second op of the pair
+    # sits in a nested block. The guards read its input through an identity in its own block.
+    ("webnn::guard_merge_consecutive_relus", "common::merge_consecutive_relus"),
+    ("webnn::guard_merge_consecutive_reshapes", "common::merge_consecutive_reshapes"),
+    # common::dequantize_quantize_pair_elimination drops quantize(dequantize(q)) to another integer
+    # dtype (int8 -> uint8): the output's dtype changes. The guard reads such a dequantize through
+    # an identity (removed by noop_elimination).
+    ("webnn::guard_dequantize_quantize_pair_elimination", "common::dequantize_quantize_pair_elimination"),
 )
 # Replacements: (coremltools' pass, the webnn:: subclass that pipeline() runs in its place).
 REPLACEMENTS: tuple[tuple[str, str], ...] = (
