@@ -106,6 +106,7 @@ ANSWERED = [
     REPRODUCERS / "add_int16_cast_gather_data.py",
     REPRODUCERS / "concat_to_pixel_shuffle_shared_concat_raises.py",
     REPRODUCERS / "fuse_layernorm_broadcast_gamma_instance_norm.py",
+    REPRODUCERS / "fuse_prelu_widening_alpha_raises.py",
 ]
 
 
