@@ -20,7 +20,8 @@ Matched: a ``mul`` of a ``relu`` output of rank 4 with a static channel count ``
 const of rank 3 or 4 holding one element. And an alpha that broadcasts the product wider than the
 relu's output (``(1, 1, 1, 2)`` over one channel, found by ``--pipeline mil_passes``; the pass then
 raises too): no ``prelu`` computes it, so the ``mul`` reads the relu through an ``identity`` and the
-pattern does not match (:class:`WideningAlpha`).
+pattern does not match (:class:`WideningAlpha`). And the transposed form on an input other ops read
+too, which coremltools matches with the ``perm`` const as its root (:class:`SharedTransposeInput`).
 """
 
 from __future__ import annotations
@@ -96,6 +97,37 @@ class WideningAlpha(RewritePattern[str]):
         rewriter.replace(out, rewriter.emit(op, "mul", out.name, **inputs))
 
 
+class SharedTransposeInput(RewritePattern[bool]):
+    """The transposed form ``t = transpose(x, [0, 2, 3, 1])``, ``relu(t) + a * relu(-t)``, when x
+    has other readers: coremltools' pattern matcher then tries the transpose's other input as the
+    pattern's root, matches with the ``perm`` const as x, and ``prelu`` raises (``Input x=
+    "..._perm" expects tensor ... fp32``). The transpose reads x through an ``identity`` (one
+    reader, the right root; removed by DEFAULT's last ``noop_elimination``), and the pattern fuses."""
+
+    op_types = ("transpose",)
+    rule = "shared-prelu-transpose-input"
+
+    def match(self, op: Operation) -> bool | None:
+        perm = op.perm.val
+        if perm is None or list(np.asarray(perm)) != [0, 2, 3, 1]:
+            return None
+        readers = sorted(reader.op_type for reader in op.outputs[0].child_ops)
+        if readers != ["mul", "relu"]:
+            return None
+        x = op.x
+        if not x.consuming_blocks and len(x.child_ops) <= 1:
+            return None
+        return True
+
+    def describe(self, op: Operation, match: bool) -> str:
+        return f"transpose '{op.name}' heads a prelu pattern on a shared input: it reads it through an identity"
+
+    def rewrite(self, op: Operation, match: bool, rewriter: Rewriter) -> None:
+        kept = rewriter.emit(op, "identity", f"{op.x.name}_prelu_input", x=op.x)
+        out = op.outputs[0]
+        rewriter.replace(out, rewriter.emit(op, "transpose", out.name, x=kept, perm=op.perm))
+
+
 @register("guard_fuse_prelu")
 class GuardFusePrelu(PatternPass):
     """Spread each one-element alpha of a relu product over the channels before ``common::fuse_prelu``."""
@@ -103,4 +135,4 @@ class GuardFusePrelu(PatternPass):
     name = "webnn::guard_fuse_prelu"
 
     def patterns(self) -> list[RewritePattern]:
-        return [OneElementAlpha(), WideningAlpha()]
+        return [OneElementAlpha(), WideningAlpha(), SharedTransposeInput()]
