@@ -13,6 +13,8 @@ after which ``repair_types`` infers again every op that reads it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from coremltools.converters.mil.mil import Operation, types
 
@@ -64,7 +66,7 @@ VALUE_HOLES = {
 }
 
 
-def set_value(op: Operation, value: np.ndarray) -> None:
+def set_value(op: Operation, value: Any) -> None:
     """Write ``value`` as the value of ``op``'s first output (until it is inferred again)."""
     out = op.outputs[0]
     known = out.sym_type()

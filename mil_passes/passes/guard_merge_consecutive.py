@@ -37,12 +37,9 @@ RULE = "consecutive-pair-across-blocks"
 
 
 class PairAcrossBlocks(RewritePattern[bool]):
-    """An ``op_type`` op reading an ``op_type`` op of another block → it reads an identity."""
+    """An op reading an op of its own type in another block → it reads an identity."""
 
     rule = RULE
-
-    def __init__(self, op_type: str) -> None:
-        self.op_types = (op_type,)
 
     def match(self, op: Operation) -> bool | None:
         first = op.x.op
@@ -60,6 +57,14 @@ class PairAcrossBlocks(RewritePattern[bool]):
         rewriter.replace(out, rewriter.emit(op, op.op_type, out.name, **inputs))
 
 
+class ReluPairAcrossBlocks(PairAcrossBlocks):
+    op_types = ("relu",)
+
+
+class ReshapePairAcrossBlocks(PairAcrossBlocks):
+    op_types = ("reshape",)
+
+
 @register("guard_merge_consecutive_relus")
 class GuardMergeConsecutiveRelus(PatternPass):
     """Hide each relu of a relu in another block from ``common::merge_consecutive_relus``."""
@@ -67,7 +72,7 @@ class GuardMergeConsecutiveRelus(PatternPass):
     name = "webnn::guard_merge_consecutive_relus"
 
     def patterns(self) -> list[RewritePattern]:
-        return [PairAcrossBlocks("relu")]
+        return [ReluPairAcrossBlocks()]
 
 
 @register("guard_merge_consecutive_reshapes")
@@ -77,4 +82,4 @@ class GuardMergeConsecutiveReshapes(PatternPass):
     name = "webnn::guard_merge_consecutive_reshapes"
 
     def patterns(self) -> list[RewritePattern]:
-        return [PairAcrossBlocks("reshape")]
+        return [ReshapePairAcrossBlocks()]
