@@ -83,6 +83,41 @@ GUARDS: tuple[tuple[str, str], ...] = (
     # common::remove_symbolic_reshape raises when the shape it folds is also a block output.
     # The guard does the pass's rewrite for exactly those reshapes, keeping the shape.
     ("webnn::guard_remove_symbolic_reshape", "common::remove_symbolic_reshape"),
+    # common::fuse_matmul_weight_bias fuses b - x @ W as x @ W - b (every output changes sign),
+    # adds the bias of W @ x + b along the wrong axis, and raises when the matmul is also an
+    # output. The guard reads such a matmul through an identity (removed by noop_elimination).
+    ("webnn::guard_fuse_matmul_weight_bias", "common::fuse_matmul_weight_bias"),
+    # common::replace_stack_reshape deletes the stack of reshape(stack(...)) even when a block
+    # returns it (ValueError). The guard gives the reshape a copy of such a stack.
+    ("webnn::guard_replace_stack_reshape", "common::replace_stack_reshape"),
+    # common::concat_to_pixel_shuffle deletes the inner concats of its nested interleaved concats
+    # even when another op reads one (ValueError). The guard gives the outer concat copies.
+    ("webnn::guard_concat_to_pixel_shuffle", "common::concat_to_pixel_shuffle"),
+    # common::add_fp16_cast re-creates every reshape of fp32 data, and coremltools types a const 0
+    # target literally ([0, 0, 4, 8]) when x has run-time dims: until the fold_shape_ops placed
+    # after it, the program declares wrong types. The guard gives such reshapes their target as
+    # run-time sizes (gather of shape(x)), typed right; that fold_shape_ops folds them back.
+    ("webnn::guard_add_fp16_cast", "common::add_fp16_cast"),
+    # common::distributive_quantized_binary_op_scale_normalization rescales a quantized add/sub
+    # by s_x / s_y and s_z / s_y, which moves an int8 output by 1 where one of the two programs
+    # lands on a rounding tie. The guard checks every pair of 8-bit inputs and hides (identity,
+    # removed by noop_elimination) each pattern whose rescaling changes an output.
+    (
+        "webnn::guard_distributive_quantized_binary_op_scale_normalization",
+        "common::distributive_quantized_binary_op_scale_normalization",
+    ),
+    # Found by the pipeline target at 1,000 programs (seeds 0 and 1):
+    # common::fuse_gelu_exact deletes a mul(0.5, x) that another op reads (ValueError). The guard
+    # gives the gelu's final mul a copy of it.
+    ("webnn::guard_fuse_gelu_exact", "common::fuse_gelu_exact"),
+    # common::merge_consecutive_relus / _reshapes raise (KeyError) when the second op of the pair
+    # sits in a nested block. The guards read its input through an identity in its own block.
+    ("webnn::guard_merge_consecutive_relus", "common::merge_consecutive_relus"),
+    ("webnn::guard_merge_consecutive_reshapes", "common::merge_consecutive_reshapes"),
+    # common::dequantize_quantize_pair_elimination drops quantize(dequantize(q)) to another integer
+    # dtype (int8 -> uint8): the output's dtype changes. The guard reads such a dequantize through
+    # an identity (removed by noop_elimination).
+    ("webnn::guard_dequantize_quantize_pair_elimination", "common::dequantize_quantize_pair_elimination"),
 )
 # Replacements: (coremltools' pass, the webnn:: subclass that pipeline() runs in its place).
 REPLACEMENTS: tuple[tuple[str, str], ...] = (

@@ -101,3 +101,41 @@ def test_const_eliminations_skip_const_by_size_holds_for_the_guard_in_the_pipeli
     ]
     with pytest.raises(ValueError, match="skip_const_by_size must be a number"):
         guard.skip_const_by_size = "many"
+
+
+def known_band_part_and_interleaved_concat(case: str):
+    """A const ``band_part`` with -inf outside the band, or an interleaved ``concat`` of consts,
+    read by an op that const_elimination folds too (the pipeline fuzzer's programs, seeds 0, 1)."""
+    import coremltools as ct
+    from coremltools.converters.mil import Builder as mb
+
+    @mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=ct.target.iOS17)
+    def prog(x):
+        if case == "band_part":
+            held = np.array([[2.5, 1.0, -65504.0], [-3.0, np.inf, 0.5], [-np.inf, 3.0, np.nan]], np.float16)
+            band = mb.band_part(x=mb.identity(x=held), lower=1, upper=0)
+            folded = mb.sub(x=mb.identity(x=np.ones((3, 3), np.float16)), y=band, name="out")
+        else:
+            a, b = (
+                mb.identity(x=np.array([1.0, 2.0, 3.0], np.float32)),
+                mb.identity(x=np.array([10.0, 20.0, 30.0], np.float32)),
+            )
+            folded = mb.mul(x=mb.concat(values=(a, b, a), axis=0, interleave=True), y=2.0, name="out")
+        return folded, mb.relu(x=x)
+
+    return prog
+
+
+@pytest.mark.parametrize("case", ["band_part", "interleaved_concat"])
+def test_values_coremltools_infers_wrong_are_folded_right(case):
+    from mil_passes.reference import evaluate
+
+    feeds = {"x": np.zeros(2, np.float32)}
+    want = evaluate(known_band_part_and_interleaved_concat(case), feeds)["out"]
+    alone = known_band_part_and_interleaved_concat(case)
+    apply_pass(alone, "common::const_elimination")
+    assert not np.array_equal(evaluate(alone, feeds)["out"], want, equal_nan=True)  # the bug
+    guarded = known_band_part_and_interleaved_concat(case)
+    apply_pass(guarded, PASS)
+    apply_pass(guarded, "common::const_elimination")
+    np.testing.assert_array_equal(evaluate(guarded, feeds)["out"], want)

@@ -104,6 +104,9 @@ ANSWERED = [
     REPRODUCERS / "const_elimination_raises.py",
     REPRODUCERS / "cast_optimization_float_int_bool.py",
     REPRODUCERS / "add_int16_cast_gather_data.py",
+    REPRODUCERS / "concat_to_pixel_shuffle_shared_concat_raises.py",
+    REPRODUCERS / "fuse_layernorm_broadcast_gamma_instance_norm.py",
+    REPRODUCERS / "fuse_prelu_widening_alpha_raises.py",
 ]
 
 

@@ -7,6 +7,8 @@ import pytest
 
 import mil_passes
 
+from coremltools.converters.mil.mil import types
+
 from mil_passes.cli import main
 from mil_passes.testing import stateful_models
 from mil_passes.testing.real_models import pass_pipeline, relative_error
@@ -81,6 +83,22 @@ def test_default_narrows_the_kv_position_to_int16(stepped_torch):
         )._mil_program
         casts = [op for op in prog.functions["main"].operations if op.op_type == "cast" and op.x.name == "pos"]
         assert [op.dtype.val for op in casts] == want
+
+
+def test_the_pipeline_keeps_the_kv_position_int32(stepped_torch):
+    """mil_passes.pipeline() gives add_int16_cast a selector that refuses run-time int32 data: the
+    squeeze of ``pos`` is not narrowed to int16 at FLOAT16 (nor at FLOAT32), so positions past
+    32,767 do not wrap."""
+    model = stateful_models.BY_NAME["kv_cache_attention_t1"]
+    module, feeds, *_ = stepped_torch[model.name]
+    for fp16 in (True, False):
+        prog = stateful_models.convert(
+            model, module, feeds[0], pass_pipeline=pass_pipeline("pipeline"), fp16=fp16
+        )._mil_program
+        ops = list(prog.functions["main"].operations)
+        assert [op.dtype.val for op in ops if op.op_type == "cast" and op.x.name == "pos"] == []
+        position = [op for op in ops if op.op_type == "squeeze" and "pos" in {v.name for v in op.inputs.values()}]
+        assert position and all(types.builtin_to_string(op.outputs[0].dtype) == "int32" for op in position)
 
 
 @pytest.mark.parametrize("name", ["streaming_conv_k72", "kv_cache_attention_t2"])

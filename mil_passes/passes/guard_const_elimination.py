@@ -20,6 +20,9 @@ Result (the const const_elimination would make, with the var's declared dtype)::
     %s_value: (2, fp32)* = const(val=[-10.5, 0.25])
 
 Rules:
+- First, values coremltools' value inference got wrong (``_known_values``: a ``band_part`` of a
+  const holding inf or NaN outside the band, an interleaved ``concat`` of consts) are set right,
+  and every op that reads them is inferred again, so const_elimination folds the right numbers.
 
 - An output of a non-const op is folded here when coremltools would fold it
   (``Var.can_be_folded_to_const()``) and its value is an object-dtype array: the numbers
@@ -38,8 +41,10 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, types
 from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
 
+from ..inference import repair_types
 from ..rewriter import PatternPass, Refusal, Rewriter, RewritePattern
 from . import register
+from ._known_values import VALUE_HOLES, set_value
 
 RULE = "partially-known-value"
 
@@ -121,6 +126,14 @@ class GuardConstElimination(PatternPass):
             self._skip_const_by_size = float(threshold)
         except (TypeError, ValueError):
             raise ValueError(f"skip_const_by_size must be a number, got {threshold!r}") from None
+
+    def apply(self, prog) -> None:
+        # Values first: what coremltools inferred wrong (band_part, interleaved concat) is set
+        # right, and every op that reads it inferred again, before const_elimination folds them.
+        repaired = repair_types(prog, VALUE_HOLES, set_value)
+        super().apply(prog)
+        assert self.last_result is not None  # PatternPass.apply sets it
+        self.last_result.rewritten += len(repaired)
 
     def patterns(self) -> list[RewritePattern]:
         return [ObjectValueToTypedConst(self._skip_const_by_size)]

@@ -16,7 +16,8 @@ Result (the same broadcast)::
 
     %out: (3, 2, 2, fp32) = add(x=%t, y=[[[1.0, 2.0]]])
 
-Matched: an ``add`` or ``sub`` of a ``transpose`` of a ``conv`` and a const of lower rank.
+Matched: an ``add`` or ``sub`` of a ``transpose`` of a ``conv`` or ``conv_transpose`` (the pass
+folds a bias into both) and a const of lower rank.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _transposed_conv(var: Var) -> bool:
     producer = var.op
     if producer is None or producer.op_type != "transpose":
         return False
-    return producer.x.op is not None and producer.x.op.op_type == "conv"
+    return producer.x.op is not None and producer.x.op.op_type in ("conv", "conv_transpose")
 
 
 class LowRankBias(RewritePattern[tuple[str, np.ndarray]]):
