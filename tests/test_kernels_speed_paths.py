@@ -117,3 +117,33 @@ def test_short_row_depthwise_first_product_start_keeps_the_sign_of_zero(monkeypa
     assert blocked.dtype == plain.dtype == dtype
     assert blocked.tobytes() == plain.tobytes()
     assert not np.signbit(blocked[:, :, 3:6, 3:6][blocked[:, :, 3:6, 3:6] == 0]).any()
+
+
+def test_fp32_sigmoid_hard_has_the_bits_of_the_float64_formula():
+    """The fp32 fast path against rounded.exact of the same formula, on specials, -0, values near
+    the clip points and across several blocks."""
+    from mil_passes.reference import rounded
+
+    rng = np.random.default_rng(5)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3.0, -3.0, 2.9999998, -2.9999998, 1e-45, -1e-45])
+    x = np.concatenate([special, rng.standard_normal(3 * rounded.CHUNK) * 4]).astype(np.float32)
+    for alpha, beta in ((1.0 / 6.0, 0.5), (0.2, -0.0), (-0.3, 0.0)):
+        params = (np.asarray(np.float32(alpha), np.float64), np.asarray(np.float32(beta), np.float64))
+        expected = rounded.exact(activation._sigmoid_hard, np.float32, x, *params)
+        assert activation._fp32_sigmoid_hard(x, *params).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_pointwise_conv_is_the_float64_matmul_plus_bias_rounded_once(dtype, groups):
+    """A 1x1 conv (no copies of x) gives the bits of the im2col path: the float64 matmul of the
+    widened weight and x, plus the bias in float64, rounded once."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 8, 5, 7)).astype(dtype)
+    weight = rng.standard_normal((6, 8 // groups, 1, 1)).astype(dtype)
+    bias = rng.standard_normal(6).astype(dtype)
+    out = run_one_op(lambda v: mb.conv(x=v, weight=weight, bias=bias, groups=groups), x)
+    columns = x.astype(np.float32).astype(np.float64).reshape(2, groups, 8 // groups, 35)
+    product = np.matmul(weight.astype(np.float64).reshape(groups, 6 // groups, 8 // groups), columns)
+    expected = (product.reshape(2, 6, 5, 7) + bias.astype(np.float64).reshape(-1, 1, 1)).astype(dtype)
+    assert out.dtype == dtype and out.tobytes() == expected.tobytes()

@@ -208,7 +208,25 @@ def _sigmoid_hard(fn, x, alpha, beta):
 @kernel("sigmoid_hard")
 def sigmoid_hard(op, args):
     x = np.asarray(args["x"])
-    return _exact_of_x(op, _sigmoid_hard, x, _param(args, "alpha", x.ndim), _param(args, "beta", x.ndim))
+    alpha, beta = _param(args, "alpha", x.ndim), _param(args, "beta", x.ndim)
+    if x.dtype == np.float32 and out_dtype(op) == np.float32 and alpha.ndim == 0 and beta.ndim == 0:
+        return _fp32_sigmoid_hard(x, alpha, beta)
+    return _exact_of_x(op, _sigmoid_hard, x, alpha, beta)
+
+
+def _fp32_sigmoid_hard(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """:func:`_sigmoid_hard` of an fp32 ``x`` as ``rounded.exact`` computes it (float64, a block at
+    a time, rounded once), in place in one float64 buffer per block: ``x * alpha`` widens ``x``
+    (``alpha`` is a float64 array) as the product is made."""
+    result = np.empty(x.shape, np.float32)
+    flat, written = x.reshape(-1), result.reshape(-1)
+    with np.errstate(all="ignore"):
+        for start in range(0, flat.size, rounded.CHUNK):
+            block = np.multiply(flat[start : start + rounded.CHUNK], alpha)
+            np.add(block, beta, out=block)
+            np.clip(block, 0.0, 1.0, out=block)
+            written[start : start + rounded.CHUNK] = block
+    return result
 
 
 @kernel("clamped_relu")

@@ -108,16 +108,16 @@ def conv(op, args) -> np.ndarray:
     if min(out_sizes) <= 0:
         raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
     depthwise = c_group == 1 and c_out == groups  # one filter per channel
+    dtype = out_dtype(op)
+    dtype = dtype if dtype in (np.float16, np.float32) else np.dtype(np.float64)
     if depthwise and rank > 1 and out_sizes[-1] < LONG_ROWS:
-        dtype = out_dtype(op)
-        return _depthwise(
-            x,
-            weight,
-            pads,
-            (dilations, out_sizes, strides),
-            args.get("bias"),
-            dtype if dtype in (np.float16, np.float32) else np.float64,
-        )
+        return _depthwise(x, weight, pads, (dilations, out_sizes, strides), args.get("bias"), dtype)
+    out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
+    if kernel_count == 1 and out_sizes == sizes and not depthwise:  # 1x1, stride 1, no padding
+        # the columns of the general case below, without its copies: x itself in float64
+        columns = np.asarray(x, dtype=np.float64, order="C").reshape(batch, groups, c_group, out_count)
+        result = np.matmul(weight.reshape(groups, c_out // groups, c_group), columns)
+        return _finished(result.reshape(batch, c_out, *out_sizes), args.get("bias"), dtype)
     padded = _zero_padded(x, pads)
 
     # taps: per kernel offset, the input each output position sees there ([N, C_in, *out], a view).
@@ -136,8 +136,7 @@ def conv(op, args) -> np.ndarray:
         result = np.zeros((batch, c_out, *out_sizes))
         for index, tap in enumerate(taps):
             result += taps_weight[:, index].reshape((-1,) + (1,) * rank) * tap
-        return _add_bias(result, args.get("bias"))
-    out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
+        return _finished(result, args.get("bias"), dtype)
     # columns: [N, C_in, K, *out] in float64, one copy of each tap; then [N, groups, C_in/groups * K, out].
     columns = np.empty((batch, c_in, kernel_count, *out_sizes))
     for index, tap in enumerate(taps):
@@ -145,7 +144,17 @@ def conv(op, args) -> np.ndarray:
     columns = columns.reshape(batch, groups, c_group * kernel_count, out_count)
     filters = weight.reshape(groups, c_out // groups, c_group * kernel_count)
     result = np.matmul(filters, columns)  # [N, groups, C_out/groups, out]
-    return _add_bias(result.reshape(batch, c_out, *out_sizes), args.get("bias"))
+    return _finished(result.reshape(batch, c_out, *out_sizes), args.get("bias"), dtype)
+
+
+def _finished(result: np.ndarray, bias, dtype) -> np.ndarray:
+    """``result`` (float64, ``[N, C, *spatial]``) plus ``bias``, rounded once to ``dtype`` as it is
+    written (numpy adds in float64 and casts the sum: the bits of ``astype`` after the add)."""
+    if bias is None:
+        return result if result.dtype == dtype else result.astype(dtype)
+    out = np.empty(result.shape, dtype)
+    np.add(result, _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2)), out=out)
+    return out
 
 
 def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
