@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from coremltools.converters.mil.mil import Block, Operation, Program, Var, types
+from coremltools.converters.mil.mil.var import InternalVar
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
 from ..ir import iter_blocks
@@ -203,21 +204,23 @@ def _releases(block: Block) -> list[list[Var]]:
 
 def _reads(op: Operation) -> list[Var]:
     """The vars ``op`` reads: its inputs, and whatever its nested blocks read."""
-    reads = _flat(op.inputs.values())
+    reads = _flat(op._input_vars.values())
     for block in op.blocks:
         for nested in iter_blocks(block):
             reads.extend(nested.outputs)
             for inner in nested.operations:
-                reads.extend(_flat(inner.inputs.values()))
+                reads.extend(_flat(inner._input_vars.values()))
     return reads
 
 
 def _flat(values) -> list[Var]:
+    """The vars of an op's ``_input_vars`` values (``op.inputs`` without building it: an internal
+    var is no input)."""
     flat: list[Var] = []
     for value in values:
         if isinstance(value, (list, tuple)):
             flat.extend(value)
-        elif value is not None:
+        elif value is not None and not isinstance(value, InternalVar):
             flat.append(value)
     return flat
 
@@ -244,7 +247,11 @@ def _run_op(op: Operation, env: dict) -> tuple:
     elif op_type == "while_loop":
         results = _run_while_loop(op, env)
     else:
-        args = {name: _lookup(value, env) for name, value in op.inputs.items()}
+        args = {
+            name: _lookup(value, env)
+            for name, value in op._input_vars.items()  # op.inputs without building a dict
+            if value is not None and not isinstance(value, InternalVar)
+        }
         kernel = KERNELS.get(op_type)
         if kernel is not None:
             results = kernel(op, args)

@@ -35,6 +35,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
+from coremltools.converters.mil.mil import types
 
 from .. import rounded
 from . import kernel, out_dtype
@@ -207,7 +208,25 @@ def _sigmoid_hard(fn, x, alpha, beta):
 @kernel("sigmoid_hard")
 def sigmoid_hard(op, args):
     x = np.asarray(args["x"])
-    return _exact_of_x(op, _sigmoid_hard, x, _param(args, "alpha", x.ndim), _param(args, "beta", x.ndim))
+    alpha, beta = _param(args, "alpha", x.ndim), _param(args, "beta", x.ndim)
+    if x.dtype == np.float32 and out_dtype(op) == np.float32 and alpha.ndim == 0 and beta.ndim == 0:
+        return _fp32_sigmoid_hard(x, alpha, beta)
+    return _exact_of_x(op, _sigmoid_hard, x, alpha, beta)
+
+
+def _fp32_sigmoid_hard(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """:func:`_sigmoid_hard` of an fp32 ``x`` as ``rounded.exact`` computes it (float64, a block at
+    a time, rounded once), in place in one float64 buffer per block: ``x * alpha`` widens ``x``
+    (``alpha`` is a float64 array) as the product is made."""
+    result = np.empty(x.shape, np.float32)
+    flat, written = x.reshape(-1), result.reshape(-1)
+    with np.errstate(all="ignore"):
+        for start in range(0, flat.size, rounded.CHUNK):
+            block = np.multiply(flat[start : start + rounded.CHUNK], alpha)
+            np.add(block, beta, out=block)
+            np.clip(block, 0.0, 1.0, out=block)
+            written[start : start + rounded.CHUNK] = block
+    return result
 
 
 @kernel("clamped_relu")
@@ -243,5 +262,57 @@ def relu(op, args):
 @lru_cache(maxsize=None)
 def _fp16_relu_table() -> np.ndarray:
     table = np.maximum(rounded.ALL_FP16, 0)
+    table.flags.writeable = False
+    return table
+
+
+def fp16_gated_product(op, x, y) -> np.ndarray | None:
+    """``mul`` of an fp16 ``v`` and ``sigmoid_hard(v)`` (hard swish, as coremltools converts it),
+    in either order, by one table read: the table holds numpy's fp16 product of each of the 65,536
+    fp16 values and its ``sigmoid_hard`` (the table that kernel reads), the same bits as the two
+    ops one after the other (numpy's fp16 ``multiply`` converts each element: ~4 ns). None when
+    ``op`` is not such a product."""
+    if not (
+        type(x) is np.ndarray
+        and type(y) is np.ndarray
+        and x.dtype == np.float16
+        and y.dtype == np.float16
+        and x.shape == y.shape
+        and out_dtype(op) == np.float16
+    ):
+        return None
+    for gate, other, gate_first in ((op.y, op.x, False), (op.x, op.y, True)):
+        params = _sigmoid_hard_gate(gate, other)
+        if params is not None:
+            table = _fp16_gated_table(params, gate_first)
+            return table.take((y if gate_first else x).view(np.uint16))
+    return None
+
+
+def _sigmoid_hard_gate(gate, other) -> tuple[float, float] | None:
+    """(alpha, beta) when var ``gate`` is ``sigmoid_hard`` of var ``other`` with scalar const
+    parameters, fp16 in and out (where that kernel reads its table); else None."""
+    producer = getattr(gate, "op", None)
+    if producer is None or producer.op_type != "sigmoid_hard" or producer.x is not other:
+        return None
+    params = []
+    for name in ("alpha", "beta"):
+        var = getattr(producer, name, None)
+        if var is None or var.op is None or var.op.op_type != "const":
+            return None
+        value = var.val
+        if value is None or np.ndim(value) != 0:
+            return None
+        params.append(float(np.asarray(value, dtype=np.dtype(types.nptype_from_builtin(var.dtype)))))
+    if out_dtype(producer) != np.float16 or np.dtype(types.nptype_from_builtin(other.dtype)) != np.float16:
+        return None
+    return params[0], params[1]
+
+
+@lru_cache(maxsize=64)
+def _fp16_gated_table(params: tuple[float, float], gate_first: bool) -> np.ndarray:
+    gate = _fp16_exact_table(_sigmoid_hard, params)
+    with np.errstate(all="ignore"):
+        table = np.multiply(gate, rounded.ALL_FP16) if gate_first else np.multiply(rounded.ALL_FP16, gate)
     table.flags.writeable = False
     return table

@@ -32,7 +32,8 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from . import kernel
+from . import kernel, out_dtype
+from ..widened import const_as
 
 Pads = list[tuple[int, int]]
 
@@ -84,7 +85,7 @@ def _spatial_axes(rank: int) -> tuple[int, ...]:
 def conv(op, args) -> np.ndarray:
     """``conv``: grouped N-d cross-correlation (1-D to 3-D), im2col then a batched matmul
     (depthwise: the taps accumulated one by one)."""
-    x, weight = np.asarray(args["x"]), _as_float64(args["weight"])
+    x, weight = np.asarray(args["x"]), const_as(op, "weight", args["weight"], np.float64)
     if x.dtype == np.float16:
         x = x.astype(np.float32)  # exact; numpy widens fp32 to float64 faster than fp16
     rank = x.ndim - 2
@@ -107,8 +108,16 @@ def conv(op, args) -> np.ndarray:
     if min(out_sizes) <= 0:
         raise UnsupportedOpError(op.op_type, op.name, f"output spatial size {out_sizes} is empty")
     depthwise = c_group == 1 and c_out == groups  # one filter per channel
+    dtype = out_dtype(op)
+    dtype = dtype if dtype in (np.float16, np.float32) else np.dtype(np.float64)
     if depthwise and rank > 1 and out_sizes[-1] < LONG_ROWS:
-        return _add_bias(_depthwise(x, weight, pads, (dilations, out_sizes, strides)), args.get("bias"))
+        return _depthwise(x, weight, pads, (dilations, out_sizes, strides), args.get("bias"), dtype)
+    out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
+    if kernel_count == 1 and out_sizes == sizes and not depthwise:  # 1x1, stride 1, no padding
+        # the columns of the general case below, without its copies: x itself in float64
+        columns = np.asarray(x, dtype=np.float64, order="C").reshape(batch, groups, c_group, out_count)
+        result = np.matmul(weight.reshape(groups, c_out // groups, c_group), columns)
+        return _finished(result.reshape(batch, c_out, *out_sizes), args.get("bias"), dtype)
     padded = _zero_padded(x, pads)
 
     # taps: per kernel offset, the input each output position sees there ([N, C_in, *out], a view).
@@ -127,8 +136,7 @@ def conv(op, args) -> np.ndarray:
         result = np.zeros((batch, c_out, *out_sizes))
         for index, tap in enumerate(taps):
             result += taps_weight[:, index].reshape((-1,) + (1,) * rank) * tap
-        return _add_bias(result, args.get("bias"))
-    out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
+        return _finished(result, args.get("bias"), dtype)
     # columns: [N, C_in, K, *out] in float64, one copy of each tap; then [N, groups, C_in/groups * K, out].
     columns = np.empty((batch, c_in, kernel_count, *out_sizes))
     for index, tap in enumerate(taps):
@@ -136,7 +144,17 @@ def conv(op, args) -> np.ndarray:
     columns = columns.reshape(batch, groups, c_group * kernel_count, out_count)
     filters = weight.reshape(groups, c_out // groups, c_group * kernel_count)
     result = np.matmul(filters, columns)  # [N, groups, C_out/groups, out]
-    return _add_bias(result.reshape(batch, c_out, *out_sizes), args.get("bias"))
+    return _finished(result.reshape(batch, c_out, *out_sizes), args.get("bias"), dtype)
+
+
+def _finished(result: np.ndarray, bias, dtype) -> np.ndarray:
+    """``result`` (float64, ``[N, C, *spatial]``) plus ``bias``, rounded once to ``dtype`` as it is
+    written (numpy adds in float64 and casts the sum: the bits of ``astype`` after the add)."""
+    if bias is None:
+        return result if result.dtype == dtype else result.astype(dtype)
+    out = np.empty(result.shape, dtype)
+    np.add(result, _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2)), out=out)
+    return out
 
 
 def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
@@ -155,13 +173,18 @@ DEPTHWISE_BLOCK = 1 << 14
 """Output elements per block of :func:`_depthwise` (its buffers stay in cache)."""
 
 
-def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry) -> np.ndarray:
-    """A depthwise conv (``weight`` ``[C, 1, *K]``): per channel, the products of each tap
-    added in tap order to a zero start, in float64 (each element sums the same way whatever the
-    blocking). It runs channels-last (a float64 copy of ``x``, padded, with channels innermost),
-    the last spatial dim split into its ``stride`` phases, so that a tap's rows run over (last dim,
-    channels) in one stretch of memory; a block of output rows at a time. Returns ``[N, C, *out]``,
-    C-contiguous. ``geometry``: dilations, out sizes, strides."""
+def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry, bias=None, dtype=np.float64) -> np.ndarray:
+    """A depthwise conv (``weight`` ``[C, 1, *K]``) plus ``bias``, rounded once to ``dtype``: per
+    channel, the products of each tap added in tap order to a zero start, in float64 (each element
+    sums the same way whatever the blocking). It runs channels-last (a float64 copy of ``x``,
+    padded, with channels innermost), the last spatial dim split into its ``stride`` phases, so that
+    a tap's rows run over (last dim, channels) in one stretch of memory; a block of output rows at a
+    time, each block summed, biased, rounded and written back channels-first while in cache.
+    Returns ``[N, C, *out]``. ``geometry``: dilations, out sizes, strides.
+
+    The first tap's product starts the sum instead of a zero (one pass fewer): the two differ only
+    when every product is -0 (-0 there, +0 from a zero start), and adding the bias with its -0
+    entries made +0 (or adding +0 when there is no bias) gives both the same value."""
     dilations, out_sizes, strides = geometry
     batch, channels = x.shape[:2]
     every = (slice(None),)
@@ -171,25 +194,33 @@ def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry) -> np.nd
     stride = strides[-1]
     phases = [np.ascontiguousarray(padded[..., phase::stride, :]) for phase in range(stride)]
     inner = (*out_sizes[1:-1], out_sizes[-1] * channels)
-    taps_weight = np.tile(weight.reshape(channels, -1).T, (1, out_sizes[-1]))  # [K, last * C]
-    result = np.empty((batch, *out_sizes, channels))
     rows = max(1, DEPTHWISE_BLOCK // max(1, math.prod(inner)))
-    offsets = list(itertools.product(*(range(k) for k in weight.shape[2:])))
+    first = min(rows, out_sizes[0])
+    taps_weight = np.tile(weight.reshape(channels, -1).T, (1, out_sizes[-1]))  # [K, last * C]
+    # + 0.0: a -0 bias entry made +0 (see above); no bias: +0 itself.
+    shift = np.tile(_as_float64(bias).reshape(-1) + 0.0, out_sizes[-1]) if bias is not None else 0.0
+    taps = []  # per kernel offset, the input each output position sees: [N, out[0], *inner], a view
+    for offset in itertools.product(*(range(k) for k in weight.shape[2:])):
+        starts = [o * d for o, d in zip(offset, dilations)]
+        window = tuple(slice(b, b + (n - 1) * s + 1, s) for b, n, s in zip(starts[:-1], out_sizes[:-1], strides[:-1]))
+        phase, begin = divmod(starts[-1], stride)[::-1]
+        tap = phases[phase][every + window + (slice(begin, begin + out_sizes[-1]), slice(None))]
+        taps.append(tap.reshape(batch, *out_sizes[:-1], -1))
+    result = np.empty((batch, channels, *out_sizes), dtype)
+    total = np.empty((batch, first, *inner))
+    product = np.empty_like(total)
     for top in range(0, out_sizes[0], rows):
         count = min(rows, out_sizes[0] - top)
-        total = np.zeros((batch, count, *inner))
-        product = np.empty_like(total)
-        for index, offset in enumerate(offsets):
-            starts = [o * d for o, d in zip(offset, dilations)]
-            starts[0] += top * strides[0]
-            sizes = [count, *out_sizes[1:]]
-            window = tuple(slice(b, b + (n - 1) * s + 1, s) for b, n, s in zip(starts[:-1], sizes[:-1], strides[:-1]))
-            phase, begin = divmod(starts[-1], stride)[::-1]
-            tap = phases[phase][every + window + (slice(begin, begin + sizes[-1]), slice(None))]
-            np.multiply(tap.reshape(total.shape), taps_weight[index], out=product)
-            total += product
-        result[:, top : top + count] = total.reshape((batch, count, *out_sizes[1:], channels))
-    return np.ascontiguousarray(np.moveaxis(result, -1, 1))
+        block = slice(top, top + count)
+        if count < total.shape[1]:
+            total, product = total[:, :count], product[:, :count]
+        np.multiply(taps[0][:, block], taps_weight[0], out=total)
+        for tap, tap_weight in zip(taps[1:], taps_weight[1:]):
+            np.multiply(tap[:, block], tap_weight, out=product)
+            np.add(total, product, out=total)
+        np.add(total, shift, out=total)
+        result[:, :, block] = np.moveaxis(total.reshape((batch, count, *out_sizes[1:], channels)), -1, 1)
+    return result
 
 
 def _add_bias(result: np.ndarray, bias) -> np.ndarray:

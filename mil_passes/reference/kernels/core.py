@@ -15,6 +15,8 @@ from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 from ... import semantics
 from .. import rounded
 from . import kernel, out_dtype
+from .activation import fp16_gated_product
+from ..widened import const_as
 
 
 def opset_of(op) -> int:
@@ -84,6 +86,10 @@ _BINARY = {
 
 @kernel(*_BINARY)
 def binary(op, args):
+    if op.op_type == "mul":
+        gated = fp16_gated_product(op, args["x"], args["y"])
+        if gated is not None:
+            return gated
     with np.errstate(all="ignore"):
         return _BINARY[op.op_type](args["x"], args["y"])
 
@@ -377,7 +383,10 @@ def matmul(op, args):
 
 @kernel("linear")
 def linear(op, args):
-    result = np.matmul(_wide(args["x"]), _wide(args["weight"]).T)
+    weight = np.asarray(args["weight"])
+    if weight.dtype == np.float16:  # the widening _wide makes, kept between calls
+        weight = const_as(op, "weight", weight, np.float32)
+    result = np.matmul(_wide(args["x"]), weight.T)
     return result if args.get("bias") is None else result + _wide(args["bias"])
 
 
