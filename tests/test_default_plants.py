@@ -22,6 +22,7 @@ from mil_passes.testing.failure_class import (
     PRECISION,
     changed_only_where_nonfinite,
     failure_class,
+    removed_op_overflowed,
 )
 from mil_passes.testing.fuzz import check_verified, fuzz, strategy_for
 from mil_passes.testing.plants import PLANTS
@@ -103,6 +104,32 @@ def test_a_change_only_where_the_original_was_not_finite_is_precision():
     before, after = _programs_pair(1.0)  # a finite element changes too
     assert not changed_only_where_nonfinite(before, after, feeds)
     assert failure_class(_row("changed", [_change()]), before, after, feeds) == MISCOMPILE
+
+
+def _normalized_pair(scale: float):
+    """x / sqrt(x²) as written, and a fused sign(x) * scale (1.0: the same values unless x² overflows)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2,))])
+    def before(x):
+        return mb.mul(x=x, y=mb.rsqrt(x=mb.square(x=x, name="squared"), name="inverse_norm"), name="y")
+
+    @mb.program(input_specs=[mb.TensorSpec((2,))])
+    def after(x):
+        return mb.mul(x=mb.sign(x=x, name="fused"), y=np.float32(scale), name="y")
+
+    return before, after
+
+
+def test_a_fusion_that_avoids_an_overflow_of_the_ops_it_removed_is_precision():
+    overflowing = [{"x": np.array([1e20, 2.0], np.float32)}]  # squared is inf: the written y is 0
+    before, after = _normalized_pair(1.0)
+    assert removed_op_overflowed(before, after, overflowing)
+    assert not changed_only_where_nonfinite(before, after, overflowing)
+    assert failure_class(_row("changed", [_change()]), before, after, overflowing) == PRECISION
+    ordinary = [{"x": np.array([3.0, 2.0], np.float32)}]
+    before, after = _normalized_pair(2.0)  # a real change, no overflow anywhere
+    assert not removed_op_overflowed(before, after, ordinary)
+    assert failure_class(_row("changed", [_change()]), before, after, ordinary) == MISCOMPILE
 
 
 @pytest.mark.parametrize(

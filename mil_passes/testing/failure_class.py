@@ -45,8 +45,9 @@ def failure_class(
         return MISCOMPILE
     if row.name in FP16_PASSES:
         return PRECISION
-    if before is not None and after is not None and feeds and changed_only_where_nonfinite(before, after, feeds):
-        return PRECISION
+    if before is not None and after is not None and feeds:
+        if changed_only_where_nonfinite(before, after, feeds) or removed_op_overflowed(before, after, feeds):
+            return PRECISION
     return MISCOMPILE
 
 
@@ -90,3 +91,32 @@ def changed_only_where_nonfinite(before: Program, after: Program, feeds: Sequenc
             if np.any(np.isfinite(wide_b[differs])):
                 return False
     return True
+
+
+def removed_op_overflowed(before: Program, after: Program, feeds: Sequence[Mapping[str, np.ndarray]]) -> bool:
+    """True when an op of ``before`` that ``after`` no longer has (by name) made an inf from finite
+    float inputs on one of the feeds: the pass replaced a computation that overflowed."""
+    kept = {op.name for op in iter_ops(after)}
+    removed = [op for op in iter_ops(before) if op.name not in kept and op.op_type != "const"]
+    if not removed:
+        return False
+    for feed in feeds:
+        with np.errstate(all="ignore"):
+            values = evaluate_vars(before, feed)
+        for op in removed:
+            inputs = [values.get(var) for var in op.inputs.values() if not isinstance(var, (list, tuple))]
+            if any(v is None or not _all_finite_floats(v) for v in inputs):
+                continue
+            if any(var in values and _has_inf(values[var]) for var in op.outputs):
+                return True
+    return False
+
+
+def _all_finite_floats(value) -> bool:
+    array = np.asarray(value)
+    return array.dtype.kind != "f" or bool(np.all(np.isfinite(array)))
+
+
+def _has_inf(value) -> bool:
+    array = np.asarray(value)
+    return array.dtype.kind == "f" and bool(np.any(np.isinf(array)))
