@@ -48,6 +48,13 @@ class Run:
     written_after_signal: bool
     leftovers: list[str]  # staging beside OUT, files in the run's TMPDIR
     stderr: str
+    committed_before_signal: bool = False  # OUT was the new package by the signal (within the clock's 50 ms)
+
+    @property
+    def finished_first(self) -> bool:
+        """The command had written OUT whole before the signal was sent and then exited 0: the
+        signal came as the process was ending (after ``main`` returned, Python runs no handler)."""
+        return self.signalled and self.returncode == 0 and self.committed_before_signal
 
     @property
     def died_starting(self) -> bool:
@@ -58,7 +65,7 @@ class Run:
     @property
     def ignored(self) -> bool:
         """The command was interrupted but did not end as interrupted."""
-        return self.signalled and not self.died_starting and self.returncode != 130
+        return self.signalled and not self.died_starting and not self.finished_first and self.returncode != 130
 
     @property
     def escaped_main(self) -> bool:
@@ -72,7 +79,7 @@ class Run:
         if not self.signalled:
             return self.returncode in (0, 1) and self.out_state == "new" and not self.leftovers
         return (
-            (self.returncode == 130 or self.died_starting)
+            (self.returncode == 130 or self.died_starting or self.finished_first)
             and self.out_state in ("old", "new")
             and not self.written_after_signal
             and not self.leftovers
@@ -126,9 +133,12 @@ def interrupted_run(tree: Path, argv: list[str], workdir: Path, delay: float | N
     _, stderr = child.communicate(timeout=300)
     state = out_state(out, old_digest) if old is not None else "new"
     written_after = signalled and state == "new" and old is not None and out.stat().st_ctime_ns > sent + TOLERANCE_NS
+    committed_before = (
+        signalled and state == "new" and old is not None and out.stat().st_ctime_ns <= sent + TOLERANCE_NS
+    )
     leftovers = [p.name for p in workdir.iterdir() if p.name.startswith(".")]
     leftovers += [f"TMPDIR/{p.name}" for p in tmp.iterdir()]
-    return Run(delay or 0.0, signalled, child.returncode, state, written_after, leftovers, stderr)
+    return Run(delay or 0.0, signalled, child.returncode, state, written_after, leftovers, stderr, committed_before)
 
 
 def optimize_argv(source: Path) -> list[str]:
