@@ -147,20 +147,8 @@ def remove_stale_staging(folder: str | Path) -> list[Path]:
     of this module's naming, only when the process id in the name is no running process. A
     package the killed run had moved aside, with nothing now at its place, is put back first."""
     folder = Path(folder)
-    if os.name != "posix":  # no safe way here to tell that a process is gone
-        return []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return []
     removed = []
-    for entry in entries:
-        match = STAGING_NAME.match(entry.name)
-        if match is None or not entry.is_dir(follow_symlinks=False):
-            continue
-        pid = int(match["pid"])
-        if pid == os.getpid() or _running(pid):
-            continue
+    for entry, match in _left_by_dead_processes(folder, STAGING_NAME):
         staging, target = Path(entry.path), folder / match["target"]
         aside = staging / f"{ASIDE_PREFIX}{match['target']}"
         try:
@@ -185,23 +173,31 @@ def scratch_folder(job: str) -> Iterator[Path]:
 
 def remove_stale_scratch(folder: str | Path) -> list[Path]:
     """Remove the scratch folders (:func:`scratch_folder`) of processes no longer running."""
+    removed = []
+    for entry, _ in _left_by_dead_processes(Path(folder), SCRATCH_NAME):
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
+
+
+def _left_by_dead_processes(folder: Path, naming: re.Pattern) -> list[tuple[os.DirEntry, re.Match]]:
+    """The folders in ``folder`` named by ``naming`` (a ``pid`` group) whose process is no running
+    process; none off POSIX, where there is no safe way here to tell that a process is gone."""
     if os.name != "posix":
         return []
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return []
-    removed = []
+    left = []
     for entry in entries:
-        match = SCRATCH_NAME.match(entry.name)
+        match = naming.match(entry.name)
         if match is None or not entry.is_dir(follow_symlinks=False):
             continue
         pid = int(match["pid"])
-        if pid == os.getpid() or _running(pid):
-            continue
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(Path(entry.path))
-    return removed
+        if pid != os.getpid() and not _running(pid):
+            left.append((entry, match))
+    return left
 
 
 def _running(pid: int) -> bool:

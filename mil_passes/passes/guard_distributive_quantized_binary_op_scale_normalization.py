@@ -44,6 +44,7 @@ from coremltools.converters.mil.mil.passes.defs.optimize_quantization import (
 
 from ..rewriter import PatternPass, Rewriter, RewritePattern
 from . import register
+from ._identity import read_through_identity
 
 RULE = "inexact-scale-normalization"
 # pairs of inputs times parameter combinations checked per match, at most (else refused unchecked)
@@ -167,9 +168,7 @@ class InexactScaleNormalization(RewritePattern[str]):
         return f"{op.op_type} '{op.name}': rescaling its quantized operands changes an output ({match})"
 
     def rewrite(self, op: Operation, match: str, rewriter: Rewriter) -> None:
-        out = op.outputs[0]
-        rebuilt = rewriter.emit(op, op.op_type, f"{out.name}_op", x=op.x, y=op.y)
-        rewriter.replace(out, rewriter.emit(op, "identity", out.name, x=rebuilt))
+        read_through_identity(op, rewriter)
 
 
 @register("guard_distributive_quantized_binary_op_scale_normalization")

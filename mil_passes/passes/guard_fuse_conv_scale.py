@@ -25,6 +25,7 @@ from coremltools.converters.mil.mil import Operation
 
 from ..rewriter import PatternPass, Rewriter, RewritePattern
 from . import register
+from ._identity import read_through_identity
 
 RULE = "const-divided-by-conv"
 
@@ -49,9 +50,7 @@ class ConstOverConv(RewritePattern[bool]):
         return f"conv '{op.name}' is a divisor of a const: its reader reads it through an identity"
 
     def rewrite(self, op: Operation, match: bool, rewriter: Rewriter) -> None:
-        out = op.outputs[0]
-        rebuilt = rewriter.emit(op, "conv", f"{out.name}_op", **dict(op.inputs))
-        rewriter.replace(out, rewriter.emit(op, "identity", out.name, x=rebuilt))
+        read_through_identity(op, rewriter)
 
 
 @register("guard_fuse_conv_scale")

@@ -29,6 +29,7 @@ from coremltools.converters.mil.mil import Operation, types
 
 from ..rewriter import PatternPass, Rewriter, RewritePattern
 from . import register
+from ._identity import read_through_identity
 
 RULE = "fp16-elementwise-batchnorm"
 
@@ -52,9 +53,7 @@ class Fp16ScaleThenShift(RewritePattern[bool]):
         return f"fp16 mul '{op.name}' and its add: the add reads it through an identity"
 
     def rewrite(self, op: Operation, match: bool, rewriter: Rewriter) -> None:
-        out = op.outputs[0]
-        rebuilt = rewriter.emit(op, "mul", f"{out.name}_op", x=op.x, y=op.y)
-        rewriter.replace(out, rewriter.emit(op, "identity", out.name, x=rebuilt))
+        read_through_identity(op, rewriter)
 
 
 @register("guard_fuse_elementwise_to_batchnorm")

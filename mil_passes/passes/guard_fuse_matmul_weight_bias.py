@@ -33,6 +33,7 @@ from coremltools.converters.mil.mil import Operation
 
 from ..rewriter import PatternPass, Rewriter, RewritePattern
 from . import register
+from ._identity import read_through_identity
 
 RULE = "matmul-bias-misfused"
 
@@ -65,9 +66,7 @@ class MisfusedMatmulBias(RewritePattern[str]):
         return f"matmul '{op.name}' would be fused with a wrong bias ({match}): its reader reads it through an identity"
 
     def rewrite(self, op: Operation, match: str, rewriter: Rewriter) -> None:
-        out = op.outputs[0]
-        rebuilt = rewriter.emit(op, "matmul", f"{out.name}_op", **dict(op.inputs))
-        rewriter.replace(out, rewriter.emit(op, "identity", out.name, x=rebuilt))
+        read_through_identity(op, rewriter)
 
 
 @register("guard_fuse_matmul_weight_bias")

@@ -28,6 +28,7 @@ from coremltools.converters.mil.mil import Operation
 
 from ..rewriter import PatternPass, Rewriter, RewritePattern
 from . import register
+from ._identity import read_through_identity
 
 RULE = "rank0-result-read-in-nested-block"
 
@@ -52,9 +53,7 @@ class NestedReaderOfRank0(RewritePattern[bool]):
         return f"{op.op_type} '{op.name}' is read in a nested block: its readers read it through an identity"
 
     def rewrite(self, op: Operation, match: bool, rewriter: Rewriter) -> None:
-        out = op.outputs[0]
-        rebuilt = rewriter.emit(op, op.op_type, f"{out.name}_op", x=op.x, y=op.y)
-        rewriter.replace(out, rewriter.emit(op, "identity", out.name, x=rebuilt))
+        read_through_identity(op, rewriter)
 
 
 @register("guard_rank0_expand_dims_swap")
