@@ -6,11 +6,17 @@ is imported (at once if it already is); ``mil_passes.pipeline()`` returns a core
 any framework, so the ``mil-passes`` command can choose how coremltools starts.
 """
 
-import importlib as _importlib
-import logging as _logging
-import sys as _sys
-import types as _types
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+# First: in the ``mil-passes`` command's process, its SIGINT handler is in place before any import
+# (an interrupt Python would lose in an import is recorded); elsewhere this does nothing.
+from . import _sigint_record
+
+_sigint_record.install_if_command()
+
+import importlib as _importlib  # noqa: E402
+import logging as _logging  # noqa: E402
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
 
 # coremltools warns at import that Core ML's runtime is missing (always, off macOS) and that torch is
 # newer than it tested; neither is about this package. Other coremltools warnings still show.

@@ -59,8 +59,9 @@ class Run:
     @property
     def died_starting(self) -> bool:
         """Stopped before the command's code ran: Python's default death by SIGINT, or Python's
-        own start failing ("init_import_site", exit 1) when the interrupt lands in ``site``."""
-        return self.returncode == -signal.SIGINT or "Fatal Python error: init_import_site" in self.stderr
+        own start failing (exit 1, "Fatal Python error: init_import_site", "init_sys_streams", …)
+        when the interrupt lands while the interpreter initializes."""
+        return self.returncode == -signal.SIGINT or re.search(r"Fatal Python error: init_\w+", self.stderr) is not None
 
     @property
     def ignored(self) -> bool:

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import signal
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from mil_passes import _sigint_record
 from mil_passes.cli import main
 from mil_passes.cli.interrupts import interrupts_recorded
 from mil_passes.examples import streaming_cache_program
@@ -150,11 +153,69 @@ def test_the_handler_is_only_installed_over_pythons_default():
 
 def test_the_commit_refuses_after_an_interrupt_was_recorded(tmp_path):
     out = tmp_path / "m.mlpackage"
-    atomic.note_interrupt()
+    _sigint_record.note_interrupt()
     try:
         with pytest.raises(KeyboardInterrupt):
             with atomic.replacing(out) as written:
                 written.mkdir()
     finally:
-        atomic.forget_interrupts()
+        _sigint_record.forget_interrupts()
     assert list(tmp_path.iterdir()) == []
+
+
+LOST_DURING_IMPORT = """
+import os, signal, sys
+sys.argv = [os.path.join(sys.prefix, "bin", "mil-passes"), *sys.argv[1:]]  # what the script's process holds
+import mil_passes  # in the command's process, its handler is in place from here
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+except KeyboardInterrupt:
+    pass  # lost, as in importlib's module-lock callback ("Exception ignored in: ... cb")
+from mil_passes.cli import main
+sys.exit(main())
+"""
+
+
+def test_an_interrupt_lost_during_the_imports_still_ends_optimize_with_130(packages, tmp_path):
+    source, old = packages
+    out = tmp_path / "out.mlpackage"
+    shutil.copytree(old, out)
+    before = sorted(p.read_bytes() for p in out.rglob("*") if p.is_file())
+    argv = ["optimize", str(source), "-o", str(out), "--force", "--quiet"]
+    env = dict(os.environ, PYTHONPATH=str(TREE))
+    done = subprocess.run(
+        [sys.executable, "-c", LOST_DURING_IMPORT, *argv], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert (done.returncode, done.stderr) == (130, "mil-passes: interrupted; nothing written\n")
+    assert sorted(p.read_bytes() for p in out.rglob("*") if p.is_file()) == before
+
+
+@pytest.mark.parametrize(
+    ("orig_argv", "argv0", "command"),
+    [
+        (["python", "-m", "mil_passes.cli", "lint", "x"], "-m", True),
+        (["python", "-X", "importtime", "-m", "mil_passes.cli.__main__"], "-m", True),
+        (["/venv/bin/python", "/venv/bin/mil-passes", "lint"], "/venv/bin/mil-passes", True),
+        (["python", "-m", "pytest", "tests"], "-m", False),
+        (["python", "script.py", "-m", "mil_passes.cli"], "script.py", False),  # script.py's own arguments
+        (["python", "-c", "import mil_passes"], "-c", False),
+    ],
+)
+def test_only_the_commands_process_installs_the_handler_at_import(orig_argv, argv0, command):
+    assert _sigint_record.is_command_process(orig_argv, argv0) is command
+
+
+def test_main_takes_over_the_handler_installed_at_start_with_its_record(monkeypatch):
+    monkeypatch.setattr(_sigint_record, "is_command_process", lambda orig_argv, argv0: True)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    try:
+        _sigint_record.install_if_command()
+        assert signal.getsignal(signal.SIGINT) is _sigint_record.record_and_raise
+        _sigint_record.note_interrupt()  # an interrupt during the imports
+        with interrupts_recorded():
+            assert _sigint_record.interrupted()  # kept, not forgotten as main starts
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert not _sigint_record.take_over_start_handler()  # once only
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _sigint_record.forget_interrupts()

@@ -6,11 +6,12 @@
   cleans up (SIGKILL, power loss) leaves its staging folder; the next write into that folder
   removes the staging folders of this naming whose process is gone, after putting back a
   package a killed commit had moved aside.
-- **Interrupts.** The command's SIGINT handler calls :func:`note_interrupt` before it raises
-  ``KeyboardInterrupt``, so an interrupt a library swallowed (coremltools imports scipy inside a
-  bare ``except:``) is still known. The commit checks the record with SIGINT held back, right
-  before its renames, and raises ``KeyboardInterrupt`` instead of writing; SIGINT stays held
-  during the renames, so the target is always the old package or the whole new one.
+- **Interrupts.** The command's SIGINT handler records each interrupt
+  (:mod:`mil_passes._sigint_record`) before it raises ``KeyboardInterrupt``, so an interrupt a
+  library swallowed (coremltools imports scipy inside a bare ``except:``) is still known. The
+  commit checks the record with SIGINT held back, right before its renames, and raises
+  ``KeyboardInterrupt`` instead of writing; SIGINT stays held during the renames, so the target
+  is always the old package or the whole new one.
 - **Errors in the user's terms.** What the operating system refuses (no space, read-only,
   permission, quota) becomes :class:`~mil_passes.package.errors.CannotWrite`,
   ``cannot write OUT: No space left on device``: the path the user gave and the OS's reason,
@@ -32,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .._sigint_record import interrupted
 from .errors import CannotWrite
 
 STAGING_NAME = re.compile(r"^\.(?P<target>.+)\.mil-passes-(?P<pid>[0-9]+)-[a-z0-9_]+\.partial$")
@@ -39,23 +41,7 @@ ASIDE_PREFIX = "replaced-"
 SCRATCH_NAME = re.compile(r"^mil-passes-(?P<job>[a-z]+)-(?P<pid>[0-9]+)-[a-z0-9_]+$")
 PROBE_BYTES = 1 << 20  # what a write probe asks of a file system that refused a write
 
-_interrupts = [0]  # how many SIGINTs the command's handler has seen (a list: no global statement)
 _committed: list[Path] = []  # every path a commit of this process has replaced, in order
-
-
-def note_interrupt() -> None:
-    """Record a SIGINT (the command's handler calls this, then raises ``KeyboardInterrupt``)."""
-    _interrupts[0] += 1
-
-
-def interrupted() -> bool:
-    """Whether an interrupt was recorded (since the last :func:`forget_interrupts`)."""
-    return _interrupts[0] > 0
-
-
-def forget_interrupts() -> None:
-    """Clear the record (the command does this as it starts)."""
-    _interrupts[0] = 0
 
 
 def committed() -> list[Path]:
