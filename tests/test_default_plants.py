@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil import types
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from hypothesis import HealthCheck, Phase, find, given, settings
 
 from mil_passes.ir import iter_ops
+from mil_passes.reference.interpreter import evaluate_vars
 from mil_passes.testing.default_plants import (
     PASS_PLANTS,
     REACHED_BY_STATES,
@@ -23,6 +26,7 @@ from mil_passes.testing.failure_class import (
     changed_only_where_nonfinite,
     failure_class,
     removed_op_overflowed,
+    within_rounding_of_removed_ops,
 )
 from mil_passes.testing.fuzz import check_verified, fuzz, strategy_for
 from mil_passes.testing.plants import PLANTS
@@ -130,6 +134,58 @@ def test_a_fusion_that_avoids_an_overflow_of_the_ops_it_removed_is_precision():
     before, after = _normalized_pair(2.0)  # a real change, no overflow anywhere
     assert not removed_op_overflowed(before, after, ordinary)
     assert failure_class(_row("changed", [_change()]), before, after, ordinary) == MISCOMPILE
+
+
+def _written_layer_norm(beta_shift: float = 0.0):
+    """The layer norm of an int32 input cast to fp32, written as the fusion's pattern 1:
+    ``x * scale + (beta - mean * scale)``."""
+    gamma = np.array([0.75, 1.5, 0.6, 1.1], np.float32)
+    beta = np.array([0.1, -0.2, 0.3, 0.05], np.float32) + np.float32(beta_shift)
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 4), dtype=types.int32)])
+    def prog(i):
+        x = mb.cast(x=i, dtype="fp32", name="x")
+        mean = mb.reduce_mean(x=x, axes=[-1], keep_dims=True, name="mean")
+        square = mb.square(x=mb.sub(x=x, y=mean, name="centred"), name="square")
+        variance = mb.reduce_mean(x=square, axes=[-1], keep_dims=True, name="variance")
+        inverse = mb.rsqrt(x=mb.add(x=variance, y=np.float32(1e-5), name="shifted"), name="inverse")
+        scale = mb.mul(x=inverse, y=gamma, name="scale")
+        shift = mb.sub(x=beta, y=mb.mul(x=mean, y=scale, name="mean_scaled"), name="shift")
+        return mb.add(x=mb.mul(x=x, y=scale, name="x_scaled"), y=shift, name="y")
+
+    return prog
+
+
+NEAR_INT32_MIN = {"i": np.array([[0, 300, 900, 1200], [7, 2000, 600, 100]], np.int32) + np.iinfo(np.int32).min}
+ORDINARY_INTS = {"i": np.array([[3, -4, 10, 2], [1, 2, 3, 5]], np.int32)}
+
+
+def test_a_fusion_that_avoids_the_cancellation_of_the_written_ops_is_precision():
+    """At x ≈ -2³¹ (fp32's ulp is 256) the written x*scale + (beta - mean*scale) cancels values of
+    ~2·10⁹ and is off by up to 0.48 from the fused layer_norm; one ulp on x moves it as much."""
+    before, after = _written_layer_norm(), _written_layer_norm()
+    PASS_REGISTRY["webnn::fuse_layernorm_or_instancenorm"](after)
+    assert "layer_norm" in {op.op_type for op in after.functions["main"].operations}
+    row = _row("changed", [_change()], "webnn::fuse_layernorm_or_instancenorm")
+    assert not changed_only_where_nonfinite(before, after, [NEAR_INT32_MIN])  # a real change
+    assert within_rounding_of_removed_ops(before, after, [NEAR_INT32_MIN, ORDINARY_INTS])
+    assert failure_class(row, before, after, [NEAR_INT32_MIN, ORDINARY_INTS]) == PRECISION
+    wrong = _written_layer_norm(beta_shift=0.01)  # a fusion that got beta wrong by 0.01
+    PASS_REGISTRY["webnn::fuse_layernorm_or_instancenorm"](wrong)
+    assert not within_rounding_of_removed_ops(before, wrong, [ORDINARY_INTS])
+    assert failure_class(row, before, wrong, [NEAR_INT32_MIN, ORDINARY_INTS]) == MISCOMPILE
+
+
+def test_the_perturbed_evaluation_moves_only_the_vars_it_replaces():
+    before = _written_layer_norm()
+    values = evaluate_vars(before, ORDINARY_INTS)
+    x = next(op.outputs[0] for op in before.functions["main"].operations if op.name == "x")
+    nudged = {x: np.nextafter(values[x], np.float32(np.inf))}
+    moved = evaluate_vars(before, ORDINARY_INTS, replacing=nudged)
+    assert moved[x] is nudged[x] and not np.array_equal(moved[x], values[x])
+    (y,) = before.functions["main"].outputs
+    assert 0 < np.abs(moved[y] - values[y]).max() < 1e-5  # well-conditioned: an ulp moves y by about an ulp
+    assert np.array_equal(evaluate_vars(before, ORDINARY_INTS)[y], values[y])
 
 
 @pytest.mark.parametrize(

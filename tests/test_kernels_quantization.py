@@ -142,6 +142,23 @@ def test_quantize_adds_the_zero_point_after_rounding():
     np.testing.assert_array_equal(out, np.array([57, 77], np.int8))
 
 
+@pytest.mark.parametrize(("output_dtype", "zero_point"), [("int8", None), ("int8", -128), ("uint8", 0), ("uint8", 200)])
+def test_quantize_gives_nan_the_zero_point_so_dequantize_gives_0(output_dtype, zero_point):
+    x = np.array([np.nan, -np.nan, 1.0, np.inf], np.float32)
+    point = {} if zero_point is None else {"zero_point": np.dtype(output_dtype).type(zero_point)}
+    out = run_one_op(
+        lambda v: mb.dequantize(
+            input=mb.quantize(input=v, scale=np.float32(0.5), output_dtype=output_dtype, **point),
+            scale=np.float32(0.5),
+            **point,
+        ),
+        x,
+        ct.target.iOS17,
+    )
+    top = 0.5 * (np.iinfo(output_dtype).max - (zero_point or 0))  # inf clips to the largest value
+    np.testing.assert_array_equal(out, np.array([0.0, 0.0, 1.0, top], np.float32))
+
+
 @st.composite
 def dequantize_cases(draw):
     input_dtype = draw(st.sampled_from(sorted(QUANTIZED)))

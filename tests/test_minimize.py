@@ -9,10 +9,18 @@ import pytest
 
 import coremltools as ct
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
+from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
-from mil_passes.testing.fuzz import check_drawn, check_verified, checker, culprit_error, select_targets
+from mil_passes.testing.fuzz import (
+    check_drawn,
+    check_verified,
+    checker,
+    culprit_error,
+    program_before_pass,
+    select_targets,
+)
 from mil_passes.testing.minimize import minimize
-from mil_passes.testing.recipe import InputDecl, Recipe, Ref, Step
+from mil_passes.testing.recipe import InputDecl, Recipe, Ref, Step, program_text
 from mil_passes.testing.reproducer import reproducer_script, write_reproducer
 
 FEEDS = {"x0": np.array([1, -2], np.float32), "x1": np.array([3, 4], np.float32)}
@@ -125,6 +133,18 @@ def test_check_verified_says_whether_the_program_changed():
     assert check_verified(unchanged, "common::dead_code_elimination") is True  # the unread ops go
     with pytest.raises(AssertionError, match="common::const_elimination changed: output 's1' became int32"):
         check_verified(DrawnProgram(hidden_bug(), [FEEDS]), "common::const_elimination")
+
+
+def test_program_before_pass_is_what_the_culprit_pass_was_given():
+    from mil_passes.testing.recipe import DrawnProgram
+
+    drawn = DrawnProgram(hidden_bug(), [FEEDS])
+    drawn.recipe.outputs = [Ref(6)]  # r1, c1 and s1 are dead code
+    target = ["common::dead_code_elimination", "common::const_elimination"]
+    assert program_text(program_before_pass(drawn, target, 1)) == program_text(drawn.build())
+    expected = drawn.build()
+    PASS_REGISTRY["common::dead_code_elimination"](expected)
+    assert program_text(program_before_pass(drawn, target, 2)) == program_text(expected) != program_text(drawn.build())
 
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "reproducers"

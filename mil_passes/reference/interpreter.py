@@ -88,15 +88,22 @@ def evaluate_vars(
     function: str = "main",
     *,
     states: Mapping[str, Any] | None = None,
+    replacing: Mapping[Var, Any] | None = None,
 ) -> dict[Var, Any]:
     """Like :func:`evaluate`, but the value of every var computed (inputs, consts, op outputs,
     and the vars of the nested blocks that ran), keyed by Var; a state input's value is its
-    :class:`~mil_passes.reference.kernels.state.StateCell`."""
+    :class:`~mil_passes.reference.kernels.state.StateCell`.
+
+    ``replacing`` gives values that the rest of the function reads in place of what an input or
+    an op of the function's own block (not a nested one) holds for these vars, as a perturbation
+    for an estimate of rounding error; unchecked, as an op's own output would be."""
     func = _function(prog, function)
     env: dict[Var, Any] = {}
     _bind_inputs(func, inputs, env)
     bind_states(func, states, env)
-    _run_block(func, env)
+    if replacing:
+        env.update((var, value) for var, value in replacing.items() if var in env)
+    _run_block(func, env, replacing=replacing or None)
     return env
 
 
@@ -225,11 +232,13 @@ def _flat(values) -> list[Var]:
     return flat
 
 
-def _run_block(block: Block, env: dict, releases: list[list[Var]] | None = None) -> list[Any]:
+def _run_block(
+    block: Block, env: dict, releases: list[list[Var]] | None = None, replacing: Mapping[Var, Any] | None = None
+) -> list[Any]:
     for index, op in enumerate(block.operations):
         outputs = _run_op(op, env)
         for var, value in zip(op.outputs, outputs):
-            env[var] = value
+            env[var] = value if replacing is None else replacing.get(var, value)
         if releases is not None:
             for var in releases[index]:
                 env.pop(var, None)

@@ -59,6 +59,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, TypeAlias
 
+from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
@@ -68,7 +69,7 @@ from hypothesis.strategies import SearchStrategy
 from ..pipeline import PASS_NAMES, pipeline
 from ..verify import resolve_pipeline, verify_program
 from .equivalence import assert_equivalent, check_pass
-from .failure_class import CRASH, FAILURE_CLASSES, MISCOMPILE, PRECISION, failure_class
+from .failure_class import CRASH, FAILURE_CLASSES, MISCOMPILE, PRECISION, failure_class, feed_for
 from .lint_contract import check_lint_contract
 from .minimize import minimize
 from .recipe import program_text
@@ -226,10 +227,25 @@ def check_verified(drawn: DrawnProgram, target: Target, statuses: set[str] | Non
         statuses.update(row.status for row in verification.rows)
     culprit = verification.culprit
     if culprit is not None:
-        after = built[0] if culprit.status == "changed" else None
-        kind = failure_class(culprit, drawn.reference(), after, drawn.feeds)
+        after, before, feeds = None, drawn.reference(), drawn.feeds
+        if culprit.status == "changed":
+            after, before = built[0], program_before_pass(drawn, target, culprit.index)
+            feeds = [feed_for(drawn.reference(), before, feed) for feed in drawn.feeds]
+        kind = failure_class(culprit, before, after, feeds)
         raise culprit_error(culprit.name, culprit.status, kind)(f"{culprit.name} {culprit.status}: {culprit.reason()}")
     return program_text(built[0]) != program_text(drawn.reference())
+
+
+def program_before_pass(drawn: DrawnProgram, target: Target, index: int) -> Program:
+    """The drawn program after the passes of ``target`` that come before its ``index``-th (from
+    1), each with the pipeline's options, as ``verify`` ran them: what the culprit pass was given."""
+    resolved = resolve_pipeline([target] if isinstance(target, str) else target)
+    prog = drawn.build()
+    for name in resolved.passes[: index - 1]:
+        graph_pass = PASS_REGISTRY[name]
+        graph_pass.set_options(resolved.get_options(name))
+        graph_pass(prog)
+    return prog
 
 
 def classify(error: BaseException) -> str:

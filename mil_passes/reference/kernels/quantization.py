@@ -45,11 +45,18 @@ def _affine_dequantize(data, scale, zero_point, axis) -> np.ndarray:
 
 @kernel("quantize")
 def quantize(op, args):
-    """``clip(round_half_even(input / scale) + zero_point)`` to the range of ``output_dtype``."""
+    """``clip(round_half_even(input / scale) + zero_point)`` to the range of ``output_dtype``.
+
+    A NaN input quantizes to the zero point (as 0.0 does). MIL does not say what it gives, and
+    numpy's float-to-int conversion of NaN is the C cast's undefined behaviour (0 on one CPU,
+    the low byte of ``INT_MIN`` on another). The zero point keeps ``dequantize(quantize(NaN))``
+    at 0 under every scale, zero point and storage type, so a pass that re-expresses the same
+    quantization (``int8`` with zero point -128 as ``uint8`` with 0) gives the same values."""
     x = _wide(args["input"])
     axis = args.get("axis")
-    quotient = x / _along_axis(args["scale"], x.ndim, axis)
-    quantized = np.rint(quotient)
+    with np.errstate(invalid="ignore"):
+        quotient = x / _along_axis(args["scale"], x.ndim, axis)
+    quantized = np.rint(np.where(np.isnan(quotient), 0.0, quotient))
     if args.get("zero_point") is not None:
         quantized = quantized + _along_axis(args["zero_point"], x.ndim, axis)
     bounds = types.type_mapping.builtin_to_range(types.string_to_builtin(args["output_dtype"]))
