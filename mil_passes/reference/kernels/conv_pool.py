@@ -30,6 +30,7 @@ import itertools
 import math
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..errors import UnsupportedOpError
 from . import kernel, out_dtype
@@ -166,11 +167,33 @@ def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
     return padded
 
 
-LONG_ROWS = 32
-"""Output rows this long or longer make a depthwise conv's taps long enough in ``[N, C, *out]``."""
+LONG_ROWS = 64
+"""Output rows this long or longer make a depthwise conv's taps long enough in ``[N, C, *out]`` (mobilenet's
+56-wide rows still run faster channels-last)."""
 
-DEPTHWISE_BLOCK = 1 << 14
+DEPTHWISE_BLOCK = 1 << 15
 """Output elements per block of :func:`_depthwise` (its buffers stay in cache)."""
+
+
+def _channels_last_phases(x: np.ndarray, pads: Pads, stride: int) -> list[np.ndarray]:
+    """``x`` zero-padded, in float64, channels last (``[N, *padded, C]``), its last spatial dim split
+    by ``stride``: phase ``p`` holds padded columns ``p, p + stride, ...``. One copy of ``x``."""
+    batch, channels = x.shape[:2]
+    sizes = x.shape[2:]
+    padded = [n + b + a for n, (b, a) in zip(sizes, pads)]
+    before = pads[-1][0]
+    inside = tuple(slice(b, b + n) for n, (b, _) in zip(sizes[:-1], pads[:-1]))
+    source = np.moveaxis(x, 1, -1)
+    phases = []
+    for phase in range(stride):
+        array = np.zeros((batch, *padded[:-1], len(range(phase, padded[-1], stride)), channels))
+        first = (phase - before) % stride  # the first column of x that lands in this phase
+        count = len(range(first, sizes[-1], stride))
+        if count:
+            start = (first + before) // stride
+            array[(slice(None),) + inside + (slice(start, start + count),)] = source[..., first::stride, :]
+        phases.append(array)
+    return phases
 
 
 def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry, bias=None, dtype=np.float64) -> np.ndarray:
@@ -187,25 +210,28 @@ def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry, bias=Non
     entries made +0 (or adding +0 when there is no bias) gives both the same value."""
     dilations, out_sizes, strides = geometry
     batch, channels = x.shape[:2]
-    every = (slice(None),)
-    padded = np.zeros((batch, *(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), channels))
-    inside = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape[2:], pads))
-    padded[every + inside + every] = np.moveaxis(x, 1, -1)
+    kernel_sizes = weight.shape[2:]
     stride = strides[-1]
-    phases = [np.ascontiguousarray(padded[..., phase::stride, :]) for phase in range(stride)]
+    phases = _channels_last_phases(x, pads, stride)
     inner = (*out_sizes[1:-1], out_sizes[-1] * channels)
+    # Per phase, every tap it holds as one strided view: [*K[:-1], begin, N, out[0], *inner]; a tap
+    # is one index into it (its last-dim offset o * d lies in phase o * d % stride, from o * d // stride).
+    views = []
+    for phase in phases:
+        steps = phase.strides
+        shape = (*kernel_sizes[:-1], phase.shape[-2] - out_sizes[-1] + 1, batch, *out_sizes[:-1], inner[-1])
+        step = (*(d * s for d, s in zip(dilations[:-1], steps[1:-2])), steps[-2], steps[0])
+        step += (*(t * s for t, s in zip(strides[:-1], steps[1:-2])), steps[-1])
+        views.append(as_strided(phase, shape, step, writeable=False))
+    taps = []
+    for offset in itertools.product(*(range(k) for k in kernel_sizes)):
+        phase, begin = (offset[-1] * dilations[-1]) % stride, (offset[-1] * dilations[-1]) // stride
+        taps.append(views[phase][tuple(offset[:-1]) + (begin,)])
     rows = max(1, DEPTHWISE_BLOCK // max(1, math.prod(inner)))
     first = min(rows, out_sizes[0])
     taps_weight = np.tile(weight.reshape(channels, -1).T, (1, out_sizes[-1]))  # [K, last * C]
     # + 0.0: a -0 bias entry made +0 (see above); no bias: +0 itself.
     shift = np.tile(_as_float64(bias).reshape(-1) + 0.0, out_sizes[-1]) if bias is not None else 0.0
-    taps = []  # per kernel offset, the input each output position sees: [N, out[0], *inner], a view
-    for offset in itertools.product(*(range(k) for k in weight.shape[2:])):
-        starts = [o * d for o, d in zip(offset, dilations)]
-        window = tuple(slice(b, b + (n - 1) * s + 1, s) for b, n, s in zip(starts[:-1], out_sizes[:-1], strides[:-1]))
-        phase, begin = divmod(starts[-1], stride)[::-1]
-        tap = phases[phase][every + window + (slice(begin, begin + out_sizes[-1]), slice(None))]
-        taps.append(tap.reshape(batch, *out_sizes[:-1], -1))
     result = np.empty((batch, channels, *out_sizes), dtype)
     total = np.empty((batch, first, *inner))
     product = np.empty_like(total)
