@@ -129,8 +129,38 @@ def test_fp32_sigmoid_hard_has_the_bits_of_the_float64_formula():
     x = np.concatenate([special, rng.standard_normal(3 * rounded.CHUNK) * 4]).astype(np.float32)
     for alpha, beta in ((1.0 / 6.0, 0.5), (0.2, -0.0), (-0.3, 0.0)):
         params = (np.asarray(np.float32(alpha), np.float64), np.asarray(np.float32(beta), np.float64))
-        expected = rounded.exact(activation._sigmoid_hard, np.float32, x, *params)
-        assert activation._fp32_sigmoid_hard(x, *params).tobytes() == expected.tobytes()
+        for part in (x, x[:7], x[4]):  # several blocks, one short block, a 0-d array
+            expected = rounded.exact(activation._sigmoid_hard, np.float32, part, *params)
+            got = activation._fp32_sigmoid_hard(part, *params)
+            assert got.shape == np.shape(part) and got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_thresholded_relu_without_branches_has_the_bits_of_where(dtype):
+    """thresholded_relu of fp32 and float64 keeps x's bits where x >= alpha and writes +0
+    elsewhere (NaN included), as np.where did: -0, infinities, NaN, subnormals, a strided x, a
+    0-d x."""
+    rng = np.random.default_rng(8)
+    tiny = np.finfo(dtype).smallest_subnormal
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, tiny, -tiny, 1.0, -1.0], dtype)
+    x = np.concatenate([special, rng.standard_normal(5000).astype(dtype)]).reshape(10, 501)
+    for alpha in (0.0, -0.0, 0.5, -1.0, np.inf, -np.inf):
+        for part in (x, x[:, ::3], x[3, 4]):
+            got = activation.thresholded_relu(None, {"x": part, "alpha": np.asarray(alpha, dtype)})
+            expected = np.where(part >= np.asarray(alpha, dtype), part, np.zeros((), dtype))
+            assert got.dtype == dtype and got.shape == np.shape(part)
+            assert got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_thresholded_relu_op_has_the_bits_of_where(dtype):
+    """The op as the interpreter runs it, fp32 (no branch) and fp16 (by table), on every fp16 value
+    (NaNs, infinities, -0 and subnormals among them)."""
+    x = ALL_FP16.astype(dtype)
+    for alpha in (0.0, -0.0, 0.25, -2.0):
+        got = run_one_op(lambda v, a=alpha: mb.thresholded_relu(x=v, alpha=a), x)
+        expected = np.where(x >= np.asarray(alpha, dtype), x, np.zeros((), dtype))
+        assert got.dtype == dtype and got.tobytes() == expected.tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
