@@ -1,6 +1,6 @@
 """The reference kernels' fast paths give the bits of the plain computation they replace: the
-fp16 hard-swish product by table, the widened fp16 const weights kept between evaluations, and a
-short-row depthwise conv summing from its first product."""
+fp16 hard-swish product by table, the widened fp16 const weights kept between evaluations, a
+short-row depthwise conv by einsum, the fp32 sigmoid_hard and a thresholded_relu without branches."""
 
 from __future__ import annotations
 
@@ -97,10 +97,10 @@ def test_const_widening_entry_goes_with_its_array():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("bias", [None, "negative_zero"])
-def test_short_row_depthwise_first_product_start_keeps_the_sign_of_zero(monkeypatch, dtype, bias):
-    """Zero inputs against all-negative weights make every product -0: the short-row path (which
-    starts from its first product) gives +0 as the plain loop's zero start does, with no bias
-    and with a -0 bias."""
+def test_short_row_depthwise_keeps_the_sign_of_zero(monkeypatch, dtype, bias):
+    """Zero inputs against all-negative weights make every product -0: the short-row path (einsum
+    channels-last, its -0 bias entries made +0) gives +0 as the plain loop's zero start does, with
+    no bias and with a -0 bias."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((1, 6, 9, 9)).astype(dtype)
     x[:, :, 2:7, 2:7] = 0
@@ -117,6 +117,47 @@ def test_short_row_depthwise_first_product_start_keeps_the_sign_of_zero(monkeypa
     assert blocked.dtype == plain.dtype == dtype
     assert blocked.tobytes() == plain.tobytes()
     assert not np.signbit(blocked[:, :, 3:6, 3:6][blocked[:, :, 3:6, 3:6] == 0]).any()
+
+
+def test_depthwise_einsum_order_check_tells_a_different_order():
+    """The once-per-process check that einsum adds the taps in tap order: true on this numpy, and
+    false for a sum in another order (all products, then numpy's pairwise sum)."""
+    assert conv_pool.einsum_sums_in_tap_order()
+
+    def pairwise(x, weight, pads, geometry, bias=None, dtype=np.float64):
+        padded = conv_pool._zero_padded(np.asarray(x, np.float64), pads)
+        (dh, dw), (oh, ow), (sh, sw) = geometry
+        products = [
+            weight[:, 0, i, j].reshape(-1, 1, 1) * padded[..., i * dh :: sh, j * dw :: sw][..., :oh, :ow]
+            for i in range(weight.shape[2])
+            for j in range(weight.shape[3])
+        ]
+        return np.sum(np.stack(products, -1), -1)
+
+    original = conv_pool._depthwise
+    try:
+        conv_pool._depthwise = pairwise
+        assert not conv_pool.einsum_sums_in_tap_order.__wrapped__()
+    finally:
+        conv_pool._depthwise = original
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_depthwise_without_the_einsum_order_runs_the_plain_loop(monkeypatch, dtype):
+    """Where the check fails, a short-row depthwise conv runs the plain loop: the same bits."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 12, 14, 14)).astype(dtype)
+    weight = rng.standard_normal((12, 1, 5, 5)).astype(dtype)
+    bias = rng.standard_normal(12).astype(dtype)
+
+    def build(v):
+        return mb.conv(x=v, weight=weight, bias=bias, groups=12, strides=[2, 1], pad_type="same")
+
+    fast = run_one_op(build, x)
+    monkeypatch.setattr(conv_pool, "einsum_sums_in_tap_order", lambda: False)
+    monkeypatch.setattr(conv_pool, "_depthwise", None)  # must not run
+    plain = run_one_op(build, x)
+    assert fast.dtype == plain.dtype == dtype and fast.tobytes() == plain.tobytes()
 
 
 def test_fp32_sigmoid_hard_has_the_bits_of_the_float64_formula():
