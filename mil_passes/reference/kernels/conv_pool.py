@@ -150,13 +150,11 @@ def conv(op, args) -> np.ndarray:
 
 
 def _finished(result: np.ndarray, bias, dtype) -> np.ndarray:
-    """``result`` (float64, ``[N, C, *spatial]``) plus ``bias``, rounded once to ``dtype`` as it is
-    written (numpy adds in float64 and casts the sum: the bits of ``astype`` after the add)."""
-    if bias is None:
-        return result if result.dtype == dtype else result.astype(dtype)
-    out = np.empty(result.shape, dtype)
-    np.add(result, _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2)), out=out)
-    return out
+    """``result`` (float64, ``[N, C, *spatial]``, the caller's own array) plus ``bias`` in place,
+    then rounded once to ``dtype`` (faster than adding into a ``dtype`` array, and the same bits)."""
+    if bias is not None:
+        np.add(result, _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2)), out=result)
+    return result if result.dtype == dtype else result.astype(dtype)
 
 
 def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
