@@ -250,11 +250,14 @@ def _run_op(op: Operation, env: dict) -> tuple:
     elif op_type == "while_loop":
         results = _run_while_loop(op, env)
     else:
-        args = {
-            name: _lookup(value, env)
-            for name, value in op._input_vars.items()  # op.inputs without building a dict
-            if value is not None and not isinstance(value, InternalVar)
-        }
+        args = {}
+        found = env.get
+        for name, value in op._input_vars.items():  # op.inputs without building a dict
+            if type(value) is Var:  # most inputs: a plain var, computed (consts included) before
+                known = found(value, _MISSING)
+                args[name] = _const_value(value) if known is _MISSING else known
+            elif value is not None and not isinstance(value, InternalVar):
+                args[name] = _lookup(value, env)
         kernel = KERNELS.get(op_type)
         if kernel is not None:
             results = kernel(op, args)
@@ -262,13 +265,14 @@ def _run_op(op: Operation, env: dict) -> tuple:
             results = _infer_value(op, args)
         else:
             raise UnsupportedOpError(op_type, op.name)
+    outputs = op._output_vars
     if not isinstance(results, (tuple, list)):
         results = (results,)
-    if len(results) != len(op.outputs):
-        raise UnsupportedOpError(
-            op_type, op.name, f"kernel returned {len(results)} values for {len(op.outputs)} outputs"
-        )
-    return tuple(_conform(op, var, value) for var, value in zip(op.outputs, results))
+    if len(results) != len(outputs):
+        raise UnsupportedOpError(op_type, op.name, f"kernel returned {len(results)} values for {len(outputs)} outputs")
+    if len(outputs) == 1:
+        return (_conform(op, outputs[0], results[0]),)
+    return tuple(_conform(op, var, value) for var, value in zip(outputs, results))
 
 
 def _lookup(value: Any, env: dict) -> Any:
