@@ -193,9 +193,13 @@ def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry, bias=Non
     batch, channels = x.shape[:2]
     kernel_sizes = weight.shape[2:]
     rank = len(kernel_sizes)
-    padded = np.zeros((batch, *(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), channels))
+    padded = np.empty((batch, *(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), channels))
     inside = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape[2:], pads))
     padded[(slice(None),) + inside + (slice(None),)] = np.moveaxis(x, 1, -1)
+    for axis, (n, (before, after)) in enumerate(zip(x.shape[2:], pads), 1):  # zeros only where padding
+        lead = (slice(None),) * axis
+        padded[lead + (slice(0, before),)] = 0.0
+        padded[lead + (slice(before + n, before + n + after),)] = 0.0
     steps = padded.strides
     taps = as_strided(
         padded,
