@@ -500,3 +500,28 @@ def test_depthwise_channels_last_keeps_the_bits_of_specials(monkeypatch, dtype, 
     plain = run_one_op(build, x)
     assert blocked.dtype == plain.dtype == dtype
     assert blocked.tobytes() == plain.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_depthwise_keeps_the_plain_loops_nan_where_two_nans_meet(monkeypatch, dtype):
+    """inf times a zero weight makes numpy's default NaN (sign set); a NaN input times a weight
+    keeps its own (sign clear): where both meet in one sum, the plain loop keeps the NaN it met
+    first, which a fused multiply-add need not. The channels-last path gives the plain loop's bits."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 4, 10, 10)).astype(dtype)
+    x[0, :, 3, 3] = np.inf
+    x[0, :, 3, 4] = np.nan
+    x[0, 1, 6, 6] = np.nan
+    x[0, 1, 6, 7] = -np.inf
+    weight = rng.standard_normal((4, 1, 3, 3)).astype(dtype)
+    weight[:, 0, 1, 0] = 0.0  # inf at a tap whose weight is 0: inf * 0
+    bias = rng.standard_normal(4).astype(dtype)
+
+    def build(v):
+        return mb.conv(x=v, weight=weight, bias=bias, groups=4, pad_type="same")
+
+    fast = run_one_op(build, x)
+    monkeypatch.setattr(conv_pool, "LONG_ROWS", 1)  # the plain loop
+    plain = run_one_op(build, x)
+    assert np.isnan(plain).sum() > 8 and np.signbit(plain[np.isnan(plain)]).any()
+    assert fast.tobytes() == plain.tobytes()

@@ -188,7 +188,9 @@ def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry, bias=Non
     an earlier one (their strides decrease in the view and in the filters); its inner loop is then
     ``out[c] = a[c] * b[c] + out[c]`` per element (a product of widened fp32 values is exact in
     float64, so a fused multiply-add rounds the same). :func:`einsum_sums_in_tap_order` checks
-    this once per process; where it does not hold, the plain loop runs instead."""
+    this once per process; where it does not hold, the plain loop runs instead. Only which NaN a
+    sum keeps where two meet can differ: a block with a NaN is summed again one multiply and one
+    add at a time (:func:`_summed_in_tap_order`)."""
     dilations, out_sizes, strides = geometry
     batch, channels = x.shape[:2]
     kernel_sizes = weight.shape[2:]
@@ -222,10 +224,23 @@ def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry, bias=Non
     for top in range(0, out_sizes[0], rows):
         block = slice(top, min(top + rows, out_sizes[0]))
         total = np.einsum(spec, taps[every + (block,)], filters)  # [N, rows, *out[1:], C]
+        if np.isnan(total).any():  # which NaN a sum keeps may differ in a fused multiply-add
+            total = _summed_in_tap_order(taps[every + (block,)], filters)
         if shift is not None:
             np.add(total, shift, out=total)
         result[:, :, block] = np.moveaxis(total, -1, 1)
     return result
+
+
+def _summed_in_tap_order(taps: np.ndarray, filters: np.ndarray) -> np.ndarray:
+    """What :func:`_depthwise`'s einsum computes (``taps`` ``[*K, ...]``, ``filters`` ``[*K, C]``),
+    from a zero start, one multiply and one add per tap: where a NaN meets another NaN, the NaN kept is the one the
+    plain loop keeps (einsum's fused multiply-add can keep the other: a sign or payload differs)."""
+    rank = filters.ndim - 1
+    total = np.zeros(taps.shape[rank:])
+    for offset in itertools.product(*(range(k) for k in filters.shape[:rank])):
+        np.add(total, np.multiply(taps[offset], filters[offset]), out=total)
+    return total
 
 
 def _depthwise_subscripts(rank: int) -> str:
