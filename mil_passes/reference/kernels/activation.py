@@ -38,7 +38,7 @@ from functools import lru_cache
 import numpy as np
 from coremltools.converters.mil.mil import types
 
-from .. import rounded
+from .. import bitwise, rounded
 from . import kernel, out_dtype
 
 try:  # the ufunc np.clip calls (numpy 2; numpy 1.x: numpy.core)
@@ -65,7 +65,7 @@ def _param(args: dict, name: str, rank: int, per_channel: bool = False) -> np.nd
 def sigmoid_of(x: np.ndarray, fn=rounded.NUMPY) -> np.ndarray:
     """``1 / (1 + exp(-x))`` without overflow for either sign of ``x`` (``fn``: where exp comes from)."""
     z = fn.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
+    return bitwise.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
 
 
 def softplus_of(x: np.ndarray, fn=rounded.NUMPY) -> np.ndarray:
@@ -260,19 +260,8 @@ def thresholded_relu(op, args):
     if x.dtype == np.float16:
         return _exact_of_x(op, _thresholded_relu, x, _wide(alpha))
     if x.dtype in (np.float32, np.float64):
-        return _kept_where(x, np.greater_equal(x, alpha))
+        return bitwise.kept(x, np.greater_equal(x, alpha))  # np.where mispredicts on mixed signs
     return np.where(x >= alpha, x, np.zeros((), x.dtype))
-
-
-def _kept_where(x: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """``np.where(keep, x, +0)`` for an fp32 or float64 ``x``, without a branch per element (numpy's
-    ``where`` mispredicts on mixed signs: ~3 ns an element): ``x``'s bits as unsigned integers
-    times ``keep`` are ``x``'s bits or those of +0."""
-    bits = np.dtype(f"u{x.dtype.itemsize}")
-    result = np.empty(x.shape, x.dtype)
-    source = x if x.flags.c_contiguous else np.array(x, order="C")  # a view of x's own bits
-    np.multiply(source.view(bits), keep, out=result.view(bits))
-    return result
 
 
 @kernel("relu")
