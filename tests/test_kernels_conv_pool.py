@@ -443,6 +443,8 @@ def test_ceil_mode_window_past_x_raises():
         ((1, 9, 23, 16), (3, 3), (2, 2), (1, 1), [1, 0, 1, 1]),
         ((1, 7, 20, 21), (3, 2), (1, 3), (2, 1), [0, 0, 0, 0]),
         ((1, 5, 6, 7, 8), (3, 3, 3), (1, 2, 1), (1, 1, 2), [1, 1, 0, 1, 2, 2]),
+        ((1, 6, 13, 15), (3, 3), (2, 2), (2, 2), [2, 1, 0, 3]),
+        ((1, 16, 40, 40), (3, 3), (2, 2), (1, 1), [0, 1, 0, 1]),
     ],
 )
 def test_depthwise_channels_last_sums_as_the_plain_loop(monkeypatch, shape, kernel, strides, dilations, pad):
@@ -471,3 +473,55 @@ def test_depthwise_channels_last_sums_as_the_plain_loop(monkeypatch, shape, kern
     monkeypatch.setattr(conv_pool, "LONG_ROWS", 1)  # every row counts as long: the plain loop
     plain = run_one_op(build, x)
     assert blocked.tobytes() == plain.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2)])
+def test_depthwise_channels_last_keeps_the_bits_of_specials(monkeypatch, dtype, strides):
+    """-0, infinities, NaN and subnormals in x and the weight, fp16 and fp32: the channels-last
+    path (its one copy of x split into stride phases, its taps as strided views) against the plain
+    loop, bit for bit."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((1, 8, 12, 11)) * 3).astype(dtype)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, np.finfo(dtype).tiny / 4, -1e-30], dtype)
+    x.reshape(-1)[rng.choice(x.size, 60, replace=False)] = rng.choice(specials, 60)
+    x[:, 3] = -0.0
+    weight = rng.standard_normal((8, 1, 3, 3)).astype(dtype)
+    weight[2] = -0.0
+    weight[5, 0, 1, 1] = np.inf
+    bias = np.array([-0.0, 0.0, -0.0, 1.5, np.nan, -2.0, -0.0, 0.25], dtype)
+
+    def build(v):
+        return mb.conv(x=v, weight=weight, bias=bias, groups=8, strides=strides, pad_type="same")
+
+    monkeypatch.setattr(conv_pool, "DEPTHWISE_BLOCK", 32)  # several row blocks
+    blocked = run_one_op(build, x)
+    monkeypatch.setattr(conv_pool, "LONG_ROWS", 1)  # the plain loop
+    plain = run_one_op(build, x)
+    assert blocked.dtype == plain.dtype == dtype
+    assert blocked.tobytes() == plain.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_depthwise_keeps_the_plain_loops_nan_where_two_nans_meet(monkeypatch, dtype):
+    """inf times a zero weight makes numpy's default NaN (sign set); a NaN input times a weight
+    keeps its own (sign clear): where both meet in one sum, the plain loop keeps the NaN it met
+    first, which a fused multiply-add need not. The channels-last path gives the plain loop's bits."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 4, 10, 10)).astype(dtype)
+    x[0, :, 3, 3] = np.inf
+    x[0, :, 3, 4] = np.nan
+    x[0, 1, 6, 6] = np.nan
+    x[0, 1, 6, 7] = -np.inf
+    weight = rng.standard_normal((4, 1, 3, 3)).astype(dtype)
+    weight[:, 0, 1, 0] = 0.0  # inf at a tap whose weight is 0: inf * 0
+    bias = rng.standard_normal(4).astype(dtype)
+
+    def build(v):
+        return mb.conv(x=v, weight=weight, bias=bias, groups=4, pad_type="same")
+
+    fast = run_one_op(build, x)
+    monkeypatch.setattr(conv_pool, "LONG_ROWS", 1)  # the plain loop
+    plain = run_one_op(build, x)
+    assert np.isnan(plain).sum() > 8 and np.signbit(plain[np.isnan(plain)]).any()
+    assert fast.tobytes() == plain.tobytes()

@@ -1,6 +1,6 @@
 """The reference kernels' fast paths give the bits of the plain computation they replace: the
-fp16 hard-swish product by table, the widened fp16 const weights kept between evaluations, and a
-short-row depthwise conv summing from its first product."""
+fp16 hard-swish product by table, the widened fp16 const weights kept between evaluations, a
+short-row depthwise conv by einsum, the fp32 sigmoid_hard and a thresholded_relu without branches."""
 
 from __future__ import annotations
 
@@ -97,10 +97,10 @@ def test_const_widening_entry_goes_with_its_array():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("bias", [None, "negative_zero"])
-def test_short_row_depthwise_first_product_start_keeps_the_sign_of_zero(monkeypatch, dtype, bias):
-    """Zero inputs against all-negative weights make every product -0: the short-row path (which
-    starts from its first product) gives +0 as the plain loop's zero start does, with no bias
-    and with a -0 bias."""
+def test_short_row_depthwise_keeps_the_sign_of_zero(monkeypatch, dtype, bias):
+    """Zero inputs against all-negative weights make every product -0: the short-row path (einsum
+    channels-last, its -0 bias entries made +0) gives +0 as the plain loop's zero start does, with
+    no bias and with a -0 bias."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((1, 6, 9, 9)).astype(dtype)
     x[:, :, 2:7, 2:7] = 0
@@ -119,6 +119,47 @@ def test_short_row_depthwise_first_product_start_keeps_the_sign_of_zero(monkeypa
     assert not np.signbit(blocked[:, :, 3:6, 3:6][blocked[:, :, 3:6, 3:6] == 0]).any()
 
 
+def test_depthwise_einsum_order_check_tells_a_different_order():
+    """The once-per-process check that einsum adds the taps in tap order: true on this numpy, and
+    false for a sum in another order (all products, then numpy's pairwise sum)."""
+    assert conv_pool.einsum_sums_in_tap_order()
+
+    def pairwise(x, weight, pads, geometry, bias=None, dtype=np.float64):
+        padded = conv_pool._zero_padded(np.asarray(x, np.float64), pads)
+        (dh, dw), (oh, ow), (sh, sw) = geometry
+        products = [
+            weight[:, 0, i, j].reshape(-1, 1, 1) * padded[..., i * dh :: sh, j * dw :: sw][..., :oh, :ow]
+            for i in range(weight.shape[2])
+            for j in range(weight.shape[3])
+        ]
+        return np.sum(np.stack(products, -1), -1)
+
+    original = conv_pool._depthwise
+    try:
+        conv_pool._depthwise = pairwise
+        assert not conv_pool.einsum_sums_in_tap_order.__wrapped__()
+    finally:
+        conv_pool._depthwise = original
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_depthwise_without_the_einsum_order_runs_the_plain_loop(monkeypatch, dtype):
+    """Where the check fails, a short-row depthwise conv runs the plain loop: the same bits."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 12, 14, 14)).astype(dtype)
+    weight = rng.standard_normal((12, 1, 5, 5)).astype(dtype)
+    bias = rng.standard_normal(12).astype(dtype)
+
+    def build(v):
+        return mb.conv(x=v, weight=weight, bias=bias, groups=12, strides=[2, 1], pad_type="same")
+
+    fast = run_one_op(build, x)
+    monkeypatch.setattr(conv_pool, "einsum_sums_in_tap_order", lambda: False)
+    monkeypatch.setattr(conv_pool, "_depthwise", None)  # must not run
+    plain = run_one_op(build, x)
+    assert fast.dtype == plain.dtype == dtype and fast.tobytes() == plain.tobytes()
+
+
 def test_fp32_sigmoid_hard_has_the_bits_of_the_float64_formula():
     """The fp32 fast path against rounded.exact of the same formula, on specials, -0, values near
     the clip points and across several blocks."""
@@ -129,8 +170,38 @@ def test_fp32_sigmoid_hard_has_the_bits_of_the_float64_formula():
     x = np.concatenate([special, rng.standard_normal(3 * rounded.CHUNK) * 4]).astype(np.float32)
     for alpha, beta in ((1.0 / 6.0, 0.5), (0.2, -0.0), (-0.3, 0.0)):
         params = (np.asarray(np.float32(alpha), np.float64), np.asarray(np.float32(beta), np.float64))
-        expected = rounded.exact(activation._sigmoid_hard, np.float32, x, *params)
-        assert activation._fp32_sigmoid_hard(x, *params).tobytes() == expected.tobytes()
+        for part in (x, x[:7], x[4]):  # several blocks, one short block, a 0-d array
+            expected = rounded.exact(activation._sigmoid_hard, np.float32, part, *params)
+            got = activation._fp32_sigmoid_hard(part, *params)
+            assert got.shape == np.shape(part) and got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_thresholded_relu_without_branches_has_the_bits_of_where(dtype):
+    """thresholded_relu of fp32 and float64 keeps x's bits where x >= alpha and writes +0
+    elsewhere (NaN included), as np.where did: -0, infinities, NaN, subnormals, a strided x, a
+    0-d x."""
+    rng = np.random.default_rng(8)
+    tiny = np.finfo(dtype).smallest_subnormal
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, tiny, -tiny, 1.0, -1.0], dtype)
+    x = np.concatenate([special, rng.standard_normal(5000).astype(dtype)]).reshape(10, 501)
+    for alpha in (0.0, -0.0, 0.5, -1.0, np.inf, -np.inf):
+        for part in (x, x[:, ::3], x[3, 4]):
+            got = activation.thresholded_relu(None, {"x": part, "alpha": np.asarray(alpha, dtype)})
+            expected = np.where(part >= np.asarray(alpha, dtype), part, np.zeros((), dtype))
+            assert got.dtype == dtype and got.shape == np.shape(part)
+            assert got.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_thresholded_relu_op_has_the_bits_of_where(dtype):
+    """The op as the interpreter runs it, fp32 (no branch) and fp16 (by table), on every fp16 value
+    (NaNs, infinities, -0 and subnormals among them)."""
+    x = ALL_FP16.astype(dtype)
+    for alpha in (0.0, -0.0, 0.25, -2.0):
+        got = run_one_op(lambda v, a=alpha: mb.thresholded_relu(x=v, alpha=a), x)
+        expected = np.where(x >= np.asarray(alpha, dtype), x, np.zeros((), dtype))
+        assert got.dtype == dtype and got.tobytes() == expected.tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

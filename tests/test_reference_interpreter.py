@@ -254,3 +254,39 @@ def test_an_intermediate_is_dropped_after_its_last_reader(monkeypatch):
     np.testing.assert_allclose(out["out"], np.cos(np.sin(x)) + np.sin(x), rtol=1e-6)
     evaluate_vars(prog, {"x": x})  # keeps every value
     assert alive_at_cos == [False, True]
+
+
+def _scaled():
+    @mb.program(input_specs=[mb.TensorSpec((2, 3))], opset_version=IOS17)
+    def prog(x):
+        return mb.mul(x=x, y=np.array([1.0, 2.0, 3.0], np.float32), name="scaled")
+
+    return prog
+
+
+def test_a_const_remembered_between_evaluations_follows_changes_to_it():
+    """A const's value is remembered between evaluations, but a value changed in place, a new
+    value object, and a const op replaced by another all give the new numbers."""
+    import gc
+
+    from mil_passes.reference import interpreter
+
+    prog = _scaled()
+    x = np.ones((2, 3), np.float32)
+    const = next(op for op in prog.functions["main"].operations if op.op_type == "const")
+    assert evaluate(prog, {"x": x})["scaled"].tolist() == [[1, 2, 3]] * 2
+    assert id(const) in interpreter._CONSTS
+    const.outputs[0]._sym_val.val[1] = 5.0  # in place
+    assert evaluate(prog, {"x": x})["scaled"].tolist() == [[1, 5, 3]] * 2
+    const.outputs[0]._sym_val.val = np.array([7.0, 8.0, 9.0], np.float32)  # a new value object
+    assert evaluate(prog, {"x": x})["scaled"].tolist() == [[7, 8, 9]] * 2
+    mul = prog.functions["main"].find_ops(op_type="mul")[0]
+    with prog.functions["main"]:
+        other = mb.const(val=np.array([4.0, 4.0, 4.0], np.float32), before_op=mul)
+    mul.enclosing_block.replace_uses_of_var_after_op(anchor_op=other.op, old_var=const.outputs[0], new_var=other)
+    prog.functions["main"].remove_ops([const])
+    assert evaluate(prog, {"x": x})["scaled"].tolist() == [[4, 4, 4]] * 2
+    key = id(const)
+    del const, mul, other, prog
+    gc.collect()
+    assert key not in interpreter._CONSTS  # the entry went with its op

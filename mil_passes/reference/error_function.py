@@ -22,6 +22,8 @@ from functools import lru_cache
 import numpy as np
 from numpy.polynomial import chebyshev
 
+from . import bitwise
+
 PIECE = 0.25
 DEGREE = 9
 LAST = 28.0
@@ -99,7 +101,7 @@ def erfc(t) -> np.ndarray:
     """``erfc`` of a float64 array."""
     t = np.asarray(t, dtype=np.float64)
     tail = _erfc_of_magnitude(np.abs(t))
-    return np.where(t < 0, 2.0 - tail, tail)
+    return bitwise.where(t < 0, 2.0 - tail, tail)  # np.where mispredicts on mixed signs
 
 
 def erf(t) -> np.ndarray:

@@ -9,6 +9,9 @@ dtype and their shapes are checked against the declared types.
 
 from __future__ import annotations
 
+import functools
+import weakref
+
 from collections.abc import Mapping
 from typing import Any
 
@@ -248,7 +251,7 @@ def _run_block(
 def _run_op(op: Operation, env: dict) -> tuple:
     op_type = op.op_type
     if op_type == "const":
-        return (_const_value(op.outputs[0]),)
+        return (_const_of(op),)
     if op_type == "cond":
         pred = env[op.pred]
         branch = op.blocks[0] if bool(np.asarray(pred)) else op.blocks[1]
@@ -256,11 +259,14 @@ def _run_op(op: Operation, env: dict) -> tuple:
     elif op_type == "while_loop":
         results = _run_while_loop(op, env)
     else:
-        args = {
-            name: _lookup(value, env)
-            for name, value in op._input_vars.items()  # op.inputs without building a dict
-            if value is not None and not isinstance(value, InternalVar)
-        }
+        args = {}
+        found = env.get
+        for name, value in op._input_vars.items():  # op.inputs without building a dict
+            if type(value) is Var:  # most inputs: a plain var, computed (consts included) before
+                known = found(value, _MISSING)
+                args[name] = _const_value(value) if known is _MISSING else known
+            elif value is not None and not isinstance(value, InternalVar):
+                args[name] = _lookup(value, env)
         kernel = KERNELS.get(op_type)
         if kernel is not None:
             results = kernel(op, args)
@@ -268,13 +274,14 @@ def _run_op(op: Operation, env: dict) -> tuple:
             results = _infer_value(op, args)
         else:
             raise UnsupportedOpError(op_type, op.name)
+    outputs = op._output_vars
     if not isinstance(results, (tuple, list)):
         results = (results,)
-    if len(results) != len(op.outputs):
-        raise UnsupportedOpError(
-            op_type, op.name, f"kernel returned {len(results)} values for {len(op.outputs)} outputs"
-        )
-    return tuple(_conform(op, var, value) for var, value in zip(op.outputs, results))
+    if len(results) != len(outputs):
+        raise UnsupportedOpError(op_type, op.name, f"kernel returned {len(results)} values for {len(outputs)} outputs")
+    if len(outputs) == 1:
+        return (_conform(op, outputs[0], results[0]),)
+    return tuple(_conform(op, var, value) for var, value in zip(outputs, results))
 
 
 def _lookup(value: Any, env: dict) -> Any:
@@ -333,6 +340,46 @@ def _const_value(var: Var) -> Any:
         return val
     dtype = _declared(var).dtype
     return val if dtype is None else np.asarray(val, dtype=dtype)
+
+
+class _Const:
+    """A const op's value as last computed, with what it was computed from."""
+
+    __slots__ = ("op", "sym_type", "holder", "raw", "value")
+
+    def __init__(self, op: weakref.ref, sym_type: Any, holder: Any, raw: Any, value: Any):
+        self.op, self.sym_type, self.holder, self.raw, self.value = op, sym_type, holder, raw, value
+
+
+_CONSTS: dict[int, _Const] = {}
+
+
+def _const_of(op: Operation) -> Any:
+    """The value of const ``op``'s output (:func:`_const_value`), remembered per op while its
+    output keeps the same type and value object, and only where the value is that object itself
+    or an immutable scalar (a const array changed in place is then read as it is now)."""
+    var = op._output_vars[0]
+    holder = var._sym_val
+    entry = _CONSTS.get(id(op))
+    if (
+        entry is not None
+        and entry.op() is op
+        and entry.sym_type is var._sym_type
+        and entry.holder is holder
+        and holder.val is entry.raw
+    ):
+        return entry.value
+    value = _const_value(var)
+    raw = holder.val
+    if value is raw or not isinstance(raw, np.ndarray):
+        key = id(op)
+        gone = functools.partial(_forget_const, key)
+        _CONSTS[key] = _Const(weakref.ref(op, gone), var._sym_type, holder, raw, value)
+    return value
+
+
+def _forget_const(key: int, _: weakref.ref) -> None:
+    _CONSTS.pop(key, None)
 
 
 def _conform(op: Operation, var: Var, value: Any) -> Any:

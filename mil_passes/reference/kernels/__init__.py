@@ -57,9 +57,21 @@ def kernel(*op_types: str, replaces: bool = False) -> Callable[[Kernel], Kernel]
     return register
 
 
+_DTYPES: dict[Any, np.dtype] = {}
+
+
 def out_dtype(op, index: int = 0) -> np.dtype:
-    """The numpy dtype declared for output ``index`` of ``op``."""
-    return np.dtype(types.nptype_from_builtin(op.outputs[index].dtype))
+    """The numpy dtype declared for output ``index`` of ``op`` (worked out once per MIL type: types
+    are immutable)."""
+    var = op.outputs[index]
+    sym_type = var.sym_type
+    try:
+        return _DTYPES[sym_type]
+    except KeyError:
+        dtype = _DTYPES[sym_type] = np.dtype(types.nptype_from_builtin(var.dtype))
+        return dtype
+    except TypeError:  # an unhashable type
+        return np.dtype(types.nptype_from_builtin(var.dtype))
 
 
 def load_families() -> None:

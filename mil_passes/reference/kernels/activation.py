@@ -31,14 +31,21 @@ dispatch; parameter-free activations of fp16 inputs are a 65,536-entry table.
 
 from __future__ import annotations
 
+import importlib
 import math
 from functools import lru_cache
 
 import numpy as np
 from coremltools.converters.mil.mil import types
 
-from .. import rounded
+from .. import bitwise, rounded
 from . import kernel, out_dtype
+
+try:  # the ufunc np.clip calls (numpy 2; numpy 1.x: numpy.core)
+    _umath = importlib.import_module("numpy._core.umath")
+except ImportError:
+    _umath = importlib.import_module("numpy.core.umath")
+_clip = _umath.clip
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -58,7 +65,7 @@ def _param(args: dict, name: str, rank: int, per_channel: bool = False) -> np.nd
 def sigmoid_of(x: np.ndarray, fn=rounded.NUMPY) -> np.ndarray:
     """``1 / (1 + exp(-x))`` without overflow for either sign of ``x`` (``fn``: where exp comes from)."""
     z = fn.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
+    return bitwise.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
 
 
 def softplus_of(x: np.ndarray, fn=rounded.NUMPY) -> np.ndarray:
@@ -216,16 +223,21 @@ def sigmoid_hard(op, args):
 
 def _fp32_sigmoid_hard(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """:func:`_sigmoid_hard` of an fp32 ``x`` as ``rounded.exact`` computes it (float64, a block at
-    a time, rounded once), in place in one float64 buffer per block: ``x * alpha`` widens ``x``
-    (``alpha`` is a float64 array) as the product is made."""
+    a time, rounded once), in place in one float64 buffer reused for every block: ``x`` widened
+    into it (exact), then multiplied, added and clipped there (numpy's ``clip`` ufunc, what
+    ``np.clip`` calls, without its Python wrapper)."""
     result = np.empty(x.shape, np.float32)
     flat, written = x.reshape(-1), result.reshape(-1)
+    buffer = np.empty(min(flat.size, rounded.CHUNK))
+    alpha, beta = np.float64(alpha), np.float64(beta)
     with np.errstate(all="ignore"):
         for start in range(0, flat.size, rounded.CHUNK):
-            block = np.multiply(flat[start : start + rounded.CHUNK], alpha)
+            block = buffer[: min(rounded.CHUNK, flat.size - start)]
+            np.copyto(block, flat[start : start + block.size])
+            np.multiply(block, alpha, out=block)
             np.add(block, beta, out=block)
-            np.clip(block, 0.0, 1.0, out=block)
-            written[start : start + rounded.CHUNK] = block
+            _clip(block, 0.0, 1.0, out=block)
+            written[start : start + block.size] = block
     return result
 
 
@@ -247,6 +259,8 @@ def thresholded_relu(op, args):
     x, alpha = np.asarray(args["x"]), np.asarray(args["alpha"])
     if x.dtype == np.float16:
         return _exact_of_x(op, _thresholded_relu, x, _wide(alpha))
+    if x.dtype in (np.float32, np.float64):
+        return bitwise.kept(x, np.greater_equal(x, alpha))  # np.where mispredicts on mixed signs
     return np.where(x >= alpha, x, np.zeros((), x.dtype))
 
 

@@ -26,10 +26,12 @@ in ``x``'s dtype: a maximum is exact). No loop visits output pixels.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..errors import UnsupportedOpError
 from . import kernel, out_dtype
@@ -110,7 +112,7 @@ def conv(op, args) -> np.ndarray:
     depthwise = c_group == 1 and c_out == groups  # one filter per channel
     dtype = out_dtype(op)
     dtype = dtype if dtype in (np.float16, np.float32) else np.dtype(np.float64)
-    if depthwise and rank > 1 and out_sizes[-1] < LONG_ROWS:
+    if depthwise and rank > 1 and c_in > 1 and out_sizes[-1] < LONG_ROWS and einsum_sums_in_tap_order():
         return _depthwise(x, weight, pads, (dilations, out_sizes, strides), args.get("bias"), dtype)
     out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
     if kernel_count == 1 and out_sizes == sizes and not depthwise:  # 1x1, stride 1, no padding
@@ -148,13 +150,11 @@ def conv(op, args) -> np.ndarray:
 
 
 def _finished(result: np.ndarray, bias, dtype) -> np.ndarray:
-    """``result`` (float64, ``[N, C, *spatial]``) plus ``bias``, rounded once to ``dtype`` as it is
-    written (numpy adds in float64 and casts the sum: the bits of ``astype`` after the add)."""
-    if bias is None:
-        return result if result.dtype == dtype else result.astype(dtype)
-    out = np.empty(result.shape, dtype)
-    np.add(result, _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2)), out=out)
-    return out
+    """``result`` (float64, ``[N, C, *spatial]``, the caller's own array) plus ``bias`` in place,
+    then rounded once to ``dtype`` (faster than adding into a ``dtype`` array, and the same bits)."""
+    if bias is not None:
+        np.add(result, _as_float64(bias).reshape((-1,) + (1,) * (result.ndim - 2)), out=result)
+    return result if result.dtype == dtype else result.astype(dtype)
 
 
 def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
@@ -166,60 +166,127 @@ def _zero_padded(x: np.ndarray, pads: Pads) -> np.ndarray:
     return padded
 
 
-LONG_ROWS = 32
-"""Output rows this long or longer make a depthwise conv's taps long enough in ``[N, C, *out]``."""
+LONG_ROWS = 64
+"""Output rows this long or longer make a depthwise conv's taps long enough in ``[N, C, *out]``
+(the plain loop); shorter ones run channels-last (:func:`_depthwise`)."""
 
-DEPTHWISE_BLOCK = 1 << 14
-"""Output elements per block of :func:`_depthwise` (its buffers stay in cache)."""
+DEPTHWISE_BLOCK = 1 << 16
+"""Output elements per block of :func:`_depthwise` (its float64 sums stay in cache)."""
 
 
 def _depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry, bias=None, dtype=np.float64) -> np.ndarray:
     """A depthwise conv (``weight`` ``[C, 1, *K]``) plus ``bias``, rounded once to ``dtype``: per
-    channel, the products of each tap added in tap order to a zero start, in float64 (each element
-    sums the same way whatever the blocking). It runs channels-last (a float64 copy of ``x``,
-    padded, with channels innermost), the last spatial dim split into its ``stride`` phases, so that
-    a tap's rows run over (last dim, channels) in one stretch of memory; a block of output rows at a
-    time, each block summed, biased, rounded and written back channels-first while in cache.
-    Returns ``[N, C, *out]``. ``geometry``: dilations, out sizes, strides.
+    channel, the products of each tap added in tap order to a zero start, in float64, as the plain
+    loop adds them. It runs channels-last: one float64 copy of ``x``, padded, channels innermost;
+    every tap of it is one strided view ``[*K, N, *out, C]``, and ``np.einsum`` multiplies and adds
+    them in one pass per tap, a block of output rows at a time, each block then biased, rounded
+    and written back channels-first. Returns ``[N, C, *out]``. ``geometry``: dilations, out sizes,
+    strides.
 
-    The first tap's product starts the sum instead of a zero (one pass fewer): the two differ only
-    when every product is -0 (-0 there, +0 from a zero start), and adding the bias with its -0
-    entries made +0 (or adding +0 when there is no bias) gives both the same value."""
+    Why einsum sums in tap order: it iterates its operands with numpy's nditer, which keeps the
+    channel axis (stride 8 in every operand) innermost and never puts a later kernel axis outside
+    an earlier one (their strides decrease in the view and in the filters); its inner loop is then
+    ``out[c] = a[c] * b[c] + out[c]`` per element (a product of widened fp32 values is exact in
+    float64, so a fused multiply-add rounds the same). :func:`einsum_sums_in_tap_order` checks
+    this once per process; where it does not hold, the plain loop runs instead. Only which NaN a
+    sum keeps where two meet can differ: a block with a NaN is summed again one multiply and one
+    add at a time (:func:`_summed_in_tap_order`)."""
     dilations, out_sizes, strides = geometry
     batch, channels = x.shape[:2]
-    every = (slice(None),)
-    padded = np.zeros((batch, *(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), channels))
+    kernel_sizes = weight.shape[2:]
+    rank = len(kernel_sizes)
+    padded = np.empty((batch, *(n + b + a for n, (b, a) in zip(x.shape[2:], pads)), channels))
     inside = tuple(slice(b, b + n) for n, (b, _) in zip(x.shape[2:], pads))
-    padded[every + inside + every] = np.moveaxis(x, 1, -1)
-    stride = strides[-1]
-    phases = [np.ascontiguousarray(padded[..., phase::stride, :]) for phase in range(stride)]
-    inner = (*out_sizes[1:-1], out_sizes[-1] * channels)
-    rows = max(1, DEPTHWISE_BLOCK // max(1, math.prod(inner)))
-    first = min(rows, out_sizes[0])
-    taps_weight = np.tile(weight.reshape(channels, -1).T, (1, out_sizes[-1]))  # [K, last * C]
-    # + 0.0: a -0 bias entry made +0 (see above); no bias: +0 itself.
-    shift = np.tile(_as_float64(bias).reshape(-1) + 0.0, out_sizes[-1]) if bias is not None else 0.0
-    taps = []  # per kernel offset, the input each output position sees: [N, out[0], *inner], a view
-    for offset in itertools.product(*(range(k) for k in weight.shape[2:])):
-        starts = [o * d for o, d in zip(offset, dilations)]
-        window = tuple(slice(b, b + (n - 1) * s + 1, s) for b, n, s in zip(starts[:-1], out_sizes[:-1], strides[:-1]))
-        phase, begin = divmod(starts[-1], stride)[::-1]
-        tap = phases[phase][every + window + (slice(begin, begin + out_sizes[-1]), slice(None))]
-        taps.append(tap.reshape(batch, *out_sizes[:-1], -1))
+    padded[(slice(None),) + inside + (slice(None),)] = np.moveaxis(x, 1, -1)
+    for axis, (n, (before, after)) in enumerate(zip(x.shape[2:], pads), 1):  # zeros only where padding
+        lead = (slice(None),) * axis
+        padded[lead + (slice(0, before),)] = 0.0
+        padded[lead + (slice(before + n, before + n + after),)] = 0.0
+    steps = padded.strides
+    taps = as_strided(
+        padded,
+        (*kernel_sizes, batch, *out_sizes, channels),
+        (
+            *(d * s for d, s in zip(dilations, steps[1:-1])),
+            steps[0],
+            *(t * s for t, s in zip(strides, steps[1:-1])),
+            steps[-1],
+        ),
+        writeable=False,
+    )
+    filters = np.ascontiguousarray(weight.reshape(channels, -1).T).reshape(*kernel_sizes, channels)
+    spec = _depthwise_subscripts(rank)
+    # + 0.0: a -0 bias entry made +0, as the plain loop's zero start plus the bias gives.
+    shift = _as_float64(bias).reshape(-1) + 0.0 if bias is not None else None
     result = np.empty((batch, channels, *out_sizes), dtype)
-    total = np.empty((batch, first, *inner))
-    product = np.empty_like(total)
+    rows = max(1, DEPTHWISE_BLOCK // max(1, batch * math.prod(out_sizes[1:]) * channels))
+    every = (slice(None),) * (rank + 1)
     for top in range(0, out_sizes[0], rows):
-        count = min(rows, out_sizes[0] - top)
-        block = slice(top, top + count)
-        if count < total.shape[1]:
-            total, product = total[:, :count], product[:, :count]
-        np.multiply(taps[0][:, block], taps_weight[0], out=total)
-        for tap, tap_weight in zip(taps[1:], taps_weight[1:]):
-            np.multiply(tap[:, block], tap_weight, out=product)
-            np.add(total, product, out=total)
-        np.add(total, shift, out=total)
-        result[:, :, block] = np.moveaxis(total.reshape((batch, count, *out_sizes[1:], channels)), -1, 1)
+        block = slice(top, min(top + rows, out_sizes[0]))
+        total = np.einsum(spec, taps[every + (block,)], filters)  # [N, rows, *out[1:], C]
+        if np.isnan(total).any():  # which NaN a sum keeps may differ in a fused multiply-add
+            total = _summed_in_tap_order(taps[every + (block,)], filters)
+        if shift is not None:
+            np.add(total, shift, out=total)
+        result[:, :, block] = np.moveaxis(total, -1, 1)
+    return result
+
+
+def _summed_in_tap_order(taps: np.ndarray, filters: np.ndarray) -> np.ndarray:
+    """What :func:`_depthwise`'s einsum computes (``taps`` ``[*K, ...]``, ``filters`` ``[*K, C]``),
+    from a zero start, one multiply and one add per tap: where a NaN meets another NaN, the NaN kept is the one the
+    plain loop keeps (einsum's fused multiply-add can keep the other: a sign or payload differs)."""
+    rank = filters.ndim - 1
+    total = np.zeros(taps.shape[rank:])
+    for offset in itertools.product(*(range(k) for k in filters.shape[:rank])):
+        np.add(total, np.multiply(taps[offset], filters[offset]), out=total)
+    return total
+
+
+def _depthwise_subscripts(rank: int) -> str:
+    """``np.einsum`` subscripts of :func:`_depthwise`: taps ``[*K, N, *out, C]`` times filters
+    ``[*K, C]``, summed over the kernel axes."""
+    kernel_axes, out_axes = "abc"[:rank], "xyz"[:rank]
+    return f"{kernel_axes}n{out_axes}q,{kernel_axes}q->n{out_axes}q"
+
+
+@functools.lru_cache(maxsize=None)
+def einsum_sums_in_tap_order() -> bool:
+    """Whether this numpy's ``einsum`` adds :func:`_depthwise`'s taps one after the other in tap
+    order from a zero start: on products where any other order gives other bits (1e16, 1, -1e16
+    along each kernel axis, and a random case), against the plain loop."""
+    rng = np.random.default_rng(0)
+    cases = []
+    for kernel_shape in ((1, 3), (3, 1), (2, 3)):
+        x = rng.standard_normal((1, 3, 4, 5)).astype(np.float32)
+        weight = np.ones((3, 1, *kernel_shape))
+        weight[:, 0, 0, 0], x[:, :, 0, 0] = 1e16, 1.0  # the first tap of the first output: 1e16
+        weight[:, 0, -1, -1], x[:, :, kernel_shape[0] - 1, kernel_shape[1] - 1] = -1e16, 1.0  # its last: -1e16
+        cases.append(
+            (x, weight, [(0, 0), (0, 0)], ([1, 1], [4 - kernel_shape[0] + 1, 5 - kernel_shape[1] + 1], [1, 1]))
+        )
+    x = rng.standard_normal((2, 5, 9, 8)).astype(np.float32)
+    weight = rng.standard_normal((5, 1, 3, 3)).astype(np.float32).astype(np.float64)
+    cases.append((x, weight, [(1, 1), (0, 2)], ([1, 2], [5, 3], [2, 2])))
+    for x, weight, pads, geometry in cases:
+        got = _depthwise(x, weight, pads, geometry)
+        if got.tobytes() != _plain_depthwise(x, weight, pads, geometry).tobytes():
+            return False
+    return True
+
+
+def _plain_depthwise(x: np.ndarray, weight: np.ndarray, pads: Pads, geometry) -> np.ndarray:
+    """A depthwise conv channels-first, tap by tap in place from a zero start, in float64 (no bias)."""
+    dilations, out_sizes, strides = geometry
+    rank = len(out_sizes)
+    padded = _zero_padded(np.asarray(x, np.float64), pads)
+    taps_weight = weight.reshape(weight.shape[0], -1)
+    result = np.zeros((x.shape[0], x.shape[1], *out_sizes))
+    for index, offset in enumerate(itertools.product(*(range(k) for k in weight.shape[2:]))):
+        window = tuple(
+            slice(o * d, o * d + (n - 1) * s + 1, s) for o, d, n, s in zip(offset, dilations, out_sizes, strides)
+        )
+        result += taps_weight[:, index].reshape((-1,) + (1,) * rank) * padded[(Ellipsis,) + window]
     return result
 
 
