@@ -35,6 +35,15 @@ RUNS = int(os.environ.get("MIL_PASSES_INTERRUPT_RUNS", "16"))
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals")
 
 
+@pytest.fixture(autouse=True)
+def pythons_default_sigint():
+    """SIGINT as an interactive shell starts Python with it: a suite started in the background
+    (SIGINT ignored, inherited by every child) would otherwise test nothing here."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory):
     folder = tmp_path_factory.mktemp("interrupts")
@@ -184,7 +193,12 @@ def test_an_interrupt_lost_during_the_imports_still_ends_optimize_with_130(packa
     argv = ["optimize", str(source), "-o", str(out), "--force", "--quiet"]
     env = dict(os.environ, PYTHONPATH=str(TREE))
     done = subprocess.run(
-        [sys.executable, "-c", LOST_DURING_IMPORT, *argv], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", LOST_DURING_IMPORT, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a shell starts the command
     )
     assert (done.returncode, done.stderr) == (130, "mil-passes: interrupted; nothing written\n")
     assert sorted(p.read_bytes() for p in out.rglob("*") if p.is_file()) == before
