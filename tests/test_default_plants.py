@@ -41,7 +41,9 @@ FIRST = settings(
 def test_every_pass_of_default_is_planted_reached_or_listed_with_a_reason():
     distinct = set(PassPipeline.DEFAULT.passes)
     planted, reached, unreached = set(PASS_PLANTS), set(REACHED_UNPLANTED) | set(REACHED_BY_STATES), set(UNREACHED)
-    assert planted | reached | unreached == distinct
+    assert distinct <= planted | reached | unreached
+    newer = (planted | reached | unreached) - distinct  # coremltools 8.3 lacks guard_negative_gather_indices
+    assert not newer & set(PASS_REGISTRY.passes)
     assert not planted & reached and not planted & unreached and not reached & unreached
     assert not set(REACHED_UNPLANTED) & set(REACHED_BY_STATES)
     assert all(reason.startswith("needs ") for reason in UNREACHED.values())

@@ -24,20 +24,42 @@ Result::
 Matched: a concat of an odd number (at least 3) of values whose middle value ``m`` is not a slice
 and whose other values are all ``slice_by_index`` of ``m`` (the pass's own first test), one of
 which another op or a block output also reads.
+
+coremltools 8.x's pass also raises ``KeyError: 'end_mask'`` on a slice without an ``end_mask``
+(9.0 infers it as ``end == dim`` per axis). There, a side slice without one is copied with that
+``end_mask`` written out: a mask bit is set only where the slice already ends at the dim's end,
+so the copy slices the same elements (a slice whose ``end`` is known only at run time, where 9.0
+does not fire, is read through an ``identity``, which the pass does not match).
 """
 
 from __future__ import annotations
 
+import coremltools
+import numpy as np
 from coremltools.converters.mil.mil import Operation, Var
 
 from ..rewriter import PatternPass, Rewriter, RewritePattern
 from . import register
 
 RULE = "shared-padding-slice"
+#: Whether this coremltools' ``use_reflection_padding`` infers a missing ``end_mask`` (9.0 does).
+INFERS_END_MASK = int(coremltools.__version__.split(".")[0]) >= 9
 
 
 def _is_shared(var: Var, concat: Operation) -> bool:
     return bool(var.consuming_blocks) or any(reader is not concat for reader in var.child_ops)
+
+
+def _lacks_end_mask(slice_op: Operation) -> bool:
+    return not INFERS_END_MASK and slice_op.inputs.get("end_mask") is None
+
+
+def _written_end_mask(slice_op: Operation) -> np.ndarray | None:
+    """``end == dim`` per axis, as coremltools 9.0 infers it; None where ``end`` is not known."""
+    end = slice_op.end.val
+    if end is None:
+        return None
+    return np.array([int(e) == d if isinstance(d, (int, np.integer)) else False for e, d in zip(end, slice_op.x.shape)])
 
 
 class SharedPaddingSlices(RewritePattern[list[int]]):
@@ -54,18 +76,24 @@ class SharedPaddingSlices(RewritePattern[list[int]]):
         sides = [(i, v) for i, v in enumerate(values) if i != len(values) // 2]
         if any(v.op is None or v.op.op_type != "slice_by_index" or v.op.x is not middle for _, v in sides):
             return None
-        shared = [i for i, v in sides if _is_shared(v, op)]
-        return shared or None
+        copied = [i for i, v in sides if _is_shared(v, op) or _lacks_end_mask(v.op)]
+        return copied or None
 
     def describe(self, op: Operation, match: list[int]) -> str:
         names = ", ".join(f"'{op.values[i].name}'" for i in match)
-        return f"concat '{op.name}' reads slices {names} that other ops read too: it reads copies of them"
+        return f"concat '{op.name}' reads slices {names} that other ops read too (or without end_mask): it reads copies"
 
     def rewrite(self, op: Operation, match: list[int], rewriter: Rewriter) -> None:
         values = list(op.values)
         for index in match:
             original = values[index].op
             inputs = {name: var for name, var in original.inputs.items()}
+            if _lacks_end_mask(original):
+                end_mask = _written_end_mask(original)
+                if end_mask is None:  # 9.0 does not fire here, 8.x raises: it reads the slice via an identity
+                    values[index] = rewriter.emit(op, "identity", f"{values[index].name}_kept", x=values[index])
+                    continue
+                inputs["end_mask"] = end_mask
             values[index] = rewriter.emit(op, "slice_by_index", f"{values[index].name}_copy", **inputs)
         out = op.outputs[0]
         joined = rewriter.emit(op, "concat", out.name, values=tuple(values), axis=op.axis, interleave=op.interleave)
