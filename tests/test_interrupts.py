@@ -133,6 +133,29 @@ def test_a_swallowed_interrupt_while_writing_stops_the_commit(packages, tmp_path
     assert "nothing written" in capsys.readouterr().err
 
 
+def test_an_interrupt_in_the_cleanup_after_the_commit_leaves_no_staging(packages, tmp_path, monkeypatch, capsys):
+    """The interrupt lands as ``replacing`` starts removing its staging folder, before it holds
+    SIGINT back: the command removes the folder as it ends."""
+    source, old = packages
+    out = tmp_path / "out.mlpackage"
+    shutil.copytree(old, out)
+    real, calls = shutil.rmtree, []
+
+    def interrupted_once(path, *args, **kwargs):
+        calls.append(Path(path).name)
+        if len(calls) == 1:
+            _sigint_record.note_interrupt()
+            raise KeyboardInterrupt
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(atomic.shutil, "rmtree", interrupted_once)
+    assert main(["optimize", str(source), "-o", str(out), "--force", "--quiet"]) == 130
+    assert capsys.readouterr().err == f"mil-passes: interrupted; wrote {out} before it\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.mlpackage"]  # the staging folder is gone
+    assert len(calls) == 2 and calls[0].endswith(".partial")
+    assert mlpackage.read(out).lint() == []
+
+
 def test_an_interrupt_after_the_commit_says_what_was_written(packages, tmp_path, monkeypatch, capsys):
     source, _ = packages
     out = tmp_path / "out.mlpackage"

@@ -16,7 +16,7 @@ import warnings
 from typing import Callable, TextIO
 
 from .._version import __version__
-from ..package.atomic import committed, raise_if_interrupted
+from ..package.atomic import committed, raise_if_interrupted, remove_own_staging
 from .interrupts import interrupts_recorded, stop_raising
 from .optional_frameworks import optional_frameworks_refused
 
@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             return status
         except KeyboardInterrupt:
             stop_raising()
+            remove_own_staging()
             written = committed()[written_before:]
             said = f"wrote {', '.join(map(str, written))} before it" if written else "nothing written"
             print(f"mil-passes: interrupted; {said}", file=sys.stderr)

@@ -42,6 +42,7 @@ SCRATCH_NAME = re.compile(r"^mil-passes-(?P<job>[a-z]+)-(?P<pid>[0-9]+)-[a-z0-9_
 PROBE_BYTES = 1 << 20  # what a write probe asks of a file system that refused a write
 
 _committed: list[Path] = []  # every path a commit of this process has replaced, in order
+_staging: dict[Path, Path] = {}  # this process's staging folders not yet removed, to their targets
 
 
 def committed() -> list[Path]:
@@ -91,6 +92,7 @@ def replacing(path: Path) -> Iterator[Path]:
                         prefix=f".{path.name}.mil-passes-{os.getpid()}-", suffix=".partial", dir=path.parent
                     )
                 )
+                _staging[staging] = path
         except OSError as error:
             raise cannot_write(path, error) from None
         written = staging / path.name
@@ -108,6 +110,30 @@ def replacing(path: Path) -> Iterator[Path]:
         if staging is not None:
             with sigint_held():
                 shutil.rmtree(staging, ignore_errors=True)
+                _staging.pop(staging, None)
+
+
+def remove_own_staging() -> None:
+    """Remove the staging folders this process left (an interrupt can land in ``replacing``'s
+    cleanup before it holds SIGINT back), putting back a package a commit had moved aside; the
+    command calls this as it ends on an interrupt, once interrupts no longer raise."""
+    for staging, target in list(_staging.items()):
+        try:
+            _clear_staging(staging, target)
+        except OSError:
+            continue
+        _staging.pop(staging, None)
+
+
+def _clear_staging(staging: Path, target: Path) -> None:
+    """Remove ``staging``, first moving back to ``target`` the package moved aside in it if
+    ``target`` is missing (a commit stopped between its two renames)."""
+    aside = staging / f"{ASIDE_PREFIX}{target.name}"
+    with sigint_held():
+        if aside.is_dir() and not (target.exists() or target.is_symlink()):
+            os.replace(aside, target)
+        if staging.exists():
+            shutil.rmtree(staging)
 
 
 def _commit(written: Path, path: Path, aside: Path) -> None:
@@ -136,12 +162,8 @@ def remove_stale_staging(folder: str | Path) -> list[Path]:
     removed = []
     for entry, match in _left_by_dead_processes(folder, STAGING_NAME):
         staging, target = Path(entry.path), folder / match["target"]
-        aside = staging / f"{ASIDE_PREFIX}{match['target']}"
         try:
-            with sigint_held():
-                if aside.is_dir() and not (target.exists() or target.is_symlink()):
-                    os.replace(aside, target)
-                shutil.rmtree(staging)
+            _clear_staging(staging, target)
         except OSError:
             continue  # a folder this run cannot change; the error that matters comes later
         removed.append(staging)
