@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Iterator
 
 from coremltools.converters.mil.mil import Block, Operation, Program, Var
+from coremltools.converters.mil.mil.var import InternalVar
 
 
 def iter_blocks(prog_or_block: Program | Block) -> Iterator[Block]:
@@ -80,3 +81,15 @@ def op_counts(prog: Program | Block) -> Counter:
 def is_used(var: Var) -> bool:
     """Does any op or block output read ``var``?"""
     return bool(var.child_ops or var.consuming_blocks)
+
+
+def input_vars(op: Operation) -> list[Var]:
+    """The vars ``op`` takes as inputs, lists flattened (``op.inputs`` without building it: an
+    internal var is no input)."""
+    flat: list[Var] = []
+    for value in op._input_vars.values():
+        if isinstance(value, (list, tuple)):
+            flat.extend(value)
+        elif value is not None and not isinstance(value, InternalVar):
+            flat.append(value)
+    return flat

@@ -255,6 +255,13 @@ def verify_program(
     )
 
 
+def run_pass(prog: Program, pipeline: PassPipeline, name: str) -> None:
+    """Run the registered pass ``name`` on ``prog`` in place, with ``pipeline``'s options for it."""
+    graph_pass = PASS_REGISTRY[name]
+    graph_pass.set_options(pipeline.get_options(name))
+    graph_pass(prog)
+
+
 def _label(pipeline, resolved: PassPipeline) -> str:
     """How the pipeline was named: its name, ``P1,P2`` for passes, or the PassPipeline's name."""
     if isinstance(pipeline, str):
@@ -370,11 +377,9 @@ class _Run:
 
     def step(self, work: Program, index: int, name: str) -> PassRow:
         ops_before = _ops(work)
-        graph_pass = PASS_REGISTRY[name]
-        graph_pass.set_options(self.pipeline.get_options(name))
         start = time.perf_counter()
         try:
-            graph_pass(work)
+            run_pass(work, self.pipeline, name)
         except Exception as error:  # noqa: BLE001 - any exception of a pass is what is reported
             return PassRow(
                 index, name, time.perf_counter() - start, ops_before, ops_before, "raised", error=_one_line(error)

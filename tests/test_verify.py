@@ -24,6 +24,7 @@ from mil_passes.verify import (
     format_row,
     format_summary,
     resolve_pipeline,
+    run_pass,
     verify_package,
     verify_program,
 )
@@ -527,3 +528,14 @@ def test_evaluate_vars_gives_every_value():
     relu = next(op for op in prog.functions["main"].operations if op.op_type == "relu").outputs[0].name
     np.testing.assert_array_equal(values[relu], np.maximum(x * 3, 0))
     np.testing.assert_allclose(values["out"], np.maximum(x * 3, 0) + 0.1 - 0.7, rtol=1e-6)
+
+
+def test_run_pass_runs_a_registered_pass_with_the_pipelines_options():
+    @mb.program(input_specs=[mb.TensorSpec((2,))])
+    def prog(x):
+        mb.relu(x=x, name="unread")
+        return mb.add(x=x, y=np.float32(1.0), name="y")
+
+    pipeline = resolve_pipeline("common::dead_code_elimination")
+    run_pass(prog, pipeline, "common::dead_code_elimination")
+    assert "relu" not in [op.op_type for op in prog.functions["main"].operations]

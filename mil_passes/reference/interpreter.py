@@ -20,7 +20,7 @@ from coremltools.converters.mil.mil import Block, Operation, Program, Var, types
 from coremltools.converters.mil.mil.var import InternalVar
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
-from ..ir import iter_blocks
+from ..ir import input_vars, iter_blocks
 from .errors import UnsupportedOpError
 from .kernels import KERNELS, load_families
 from .kernels.state import StateCell
@@ -214,25 +214,13 @@ def _releases(block: Block) -> list[list[Var]]:
 
 def _reads(op: Operation) -> list[Var]:
     """The vars ``op`` reads: its inputs, and whatever its nested blocks read."""
-    reads = _flat(op._input_vars.values())
+    reads = input_vars(op)
     for block in op.blocks:
         for nested in iter_blocks(block):
             reads.extend(nested.outputs)
             for inner in nested.operations:
-                reads.extend(_flat(inner._input_vars.values()))
+                reads.extend(input_vars(inner))
     return reads
-
-
-def _flat(values) -> list[Var]:
-    """The vars of an op's ``_input_vars`` values (``op.inputs`` without building it: an internal
-    var is no input)."""
-    flat: list[Var] = []
-    for value in values:
-        if isinstance(value, (list, tuple)):
-            flat.extend(value)
-        elif value is not None and not isinstance(value, InternalVar):
-            flat.append(value)
-    return flat
 
 
 def _run_block(

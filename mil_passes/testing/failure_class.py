@@ -21,7 +21,7 @@ from coremltools.converters.mil.mil import Program
 
 from coremltools.converters.mil.mil import types
 
-from ..ir import iter_ops
+from ..ir import input_vars, iter_ops
 from ..reference.interpreter import evaluate_vars
 from ..verify import TOLERANCE, PassRow
 
@@ -174,7 +174,7 @@ def within_rounding_of_removed_ops(
         dict.fromkeys(
             var
             for op in removed
-            for var in _flat_inputs(op)
+            for var in input_vars(op)
             if var not in made_inside and (var.op is None or var.op.op_type != "const")
         )
     )
@@ -210,13 +210,6 @@ def within_rounding_of_removed_ops(
             if not np.all(change[differs] <= factor * move[differs]):
                 return False
     return True
-
-
-def _flat_inputs(op) -> list:
-    flat: list = []
-    for value in op.inputs.values():
-        flat.extend(value if isinstance(value, (list, tuple)) else [value])
-    return flat
 
 
 def _is_float_array(value) -> bool:

@@ -67,7 +67,7 @@ from hypothesis.control import current_build_context
 from hypothesis.strategies import SearchStrategy
 
 from ..pipeline import PASS_NAMES, pipeline
-from ..verify import resolve_pipeline, verify_program
+from ..verify import resolve_pipeline, run_pass, verify_program
 from .equivalence import assert_equivalent, check_pass
 from .failure_class import CRASH, FAILURE_CLASSES, MISCOMPILE, PRECISION, failure_class, feed_for
 from .lint_contract import check_lint_contract
@@ -229,8 +229,9 @@ def check_verified(drawn: DrawnProgram, target: Target, statuses: set[str] | Non
     if culprit is not None:
         after, before, feeds = None, drawn.reference(), drawn.feeds
         if culprit.status == "changed":
-            after, before = built[0], program_before_pass(drawn, target, culprit.index)
-            feeds = [feed_for(drawn.reference(), before, feed) for feed in drawn.feeds]
+            given = program_before_pass(drawn, target, culprit.index)
+            after, feeds = built[0], [feed_for(before, given, feed) for feed in drawn.feeds]
+            before = given
         kind = failure_class(culprit, before, after, feeds)
         raise culprit_error(culprit.name, culprit.status, kind)(f"{culprit.name} {culprit.status}: {culprit.reason()}")
     return program_text(built[0]) != program_text(drawn.reference())
@@ -242,9 +243,7 @@ def program_before_pass(drawn: DrawnProgram, target: Target, index: int) -> Prog
     resolved = resolve_pipeline([target] if isinstance(target, str) else target)
     prog = drawn.build()
     for name in resolved.passes[: index - 1]:
-        graph_pass = PASS_REGISTRY[name]
-        graph_pass.set_options(resolved.get_options(name))
-        graph_pass(prog)
+        run_pass(prog, resolved, name)
     return prog
 
 
