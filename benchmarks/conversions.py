@@ -37,7 +37,7 @@ class ConversionCosts:
 
 def conversion_costs(workload: TorchWorkload, repeats: int) -> ConversionCosts:
     import coremltools as ct
-    from mil_passes.testing.torch_models import convert
+    from mil_passes.testing.models.torch_modules import convert
 
     samples, own, model = Samples(), Samples(), None
     for rep in range(repeats):

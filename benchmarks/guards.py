@@ -1,6 +1,6 @@
 """What the guards of ``mil_passes.pipeline()`` cost on real models: ops, error vs torch, time.
 
-Each model (mil_passes.testing.real_models) is converted at FLOAT32 and FLOAT16 under
+Each model (mil_passes.testing.models.real) is converted at FLOAT32 and FLOAT16 under
 ``pipeline()`` and under the same pipeline without its guards (``unguarded()``: no
 ``webnn::guard_*`` pass, no op_selector for ``common::add_int16_cast``, coremltools' own
 ``fuse_layernorm_or_instancenorm``), the two conversions
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 
 import mil_passes
-from mil_passes.pipeline import GUARD_NAMES, INT16_NARROWING, REPLACEMENTS
+from mil_passes.placement import GUARD_NAMES, INT16_NARROWING, REPLACEMENTS
 
 from .measure import Samples, cpu_time
 from .programs import op_count
@@ -66,7 +66,7 @@ HEADER = (
 
 
 def guard_cost(name: str, fp16: bool, repeats: int) -> GuardCost:
-    from mil_passes.testing.real_models import BY_NAME, convert, max_error, prepare
+    from mil_passes.testing.models.real import BY_NAME, convert, max_error, prepare
 
     ready = prepare(BY_NAME[name])
     samples, models = Samples(), {}

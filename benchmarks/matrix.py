@@ -55,7 +55,7 @@ CELLS = (
     + [Cell("8.3.0", python, DEFAULT_NUMPY) for python in ("3.10", "3.11", "3.12")]
     + [Cell("8.3.0", "3.10", LOWEST_NUMPY), Cell("9.0", "3.11", LOWEST_NUMPY)]
     # coremltools 8's torch frontend refuses a slice with a run-time end under NumPy 2.3 (GPT-2 with a
-    # flexible sequence; mil_passes.testing.real_models.FrontendLimitation): the same under NumPy 2.2.
+    # flexible sequence; mil_passes.testing.models.real.FrontendLimitation): the same under NumPy 2.2.
     + [Cell("8.3.0", "3.11", "<2.3")]
 )
 

@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 
 import mil_passes
 from mil_passes.ir import iter_ops
-from mil_passes.testing import apply_pass
-from mil_passes.testing.op_table import OP_TABLE
-from mil_passes.testing.recipe import program_text
+from mil_passes.testing import run_pass
+from mil_passes.testing.programs.ops import OP_TABLE
+from mil_passes.testing.programs.recipe import program_text
 from mil_passes.testing.strategies import DrawnProgram, programs
 
 
@@ -59,7 +59,7 @@ def survey(draws: int, at: int, hits: bool) -> tuple[Counter, Counter, Counter, 
             for name in mil_passes.PASS_NAMES:
                 after = drawn.build()
                 with contextlib.redirect_stderr(io.StringIO()):
-                    apply_pass(after, name)
+                    run_pass(after, name)
                 rewritten[name] += program_text(after) != before
 
     with warnings.catch_warnings():

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from mil_passes.testing import real_models
+from mil_passes.testing.models import real as real_models
 
 SEQUENCE = 128
 

@@ -151,8 +151,8 @@ class TorchWorkload:
 
 
 def torch_workloads(names: list[str] | None = None) -> list[TorchWorkload]:
-    """The torch-converted models of the test suite (``mil_passes.testing.torch_models.CASES``)."""
-    from mil_passes.testing.torch_models import CASES
+    """The torch-converted models of the test suite (``mil_passes.testing.models.torch_modules.CASES``)."""
+    from mil_passes.testing.models.torch_modules import CASES
 
     known = {case.name: case for case in CASES}
     unknown = [name for name in names or () if name not in known]

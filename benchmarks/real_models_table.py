@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/real_models_table.py   # writes results/real_models.md, updates docs/real-models.md
 
-Every model of ``mil_passes/testing/real_models.py`` is converted under DEFAULT and
+Every model of ``mil_passes/testing/models/real.py`` is converted under DEFAULT and
 ``mil_passes.pipeline()``, FLOAT32 and FLOAT16 (iOS17), predicted by the reference interpreter on
 each trial input and compared with torch; lint runs on the fp32 conversions; the DEFAULT fp32
 model goes through ``mil-passes optimize`` and ``lint``, and the result is predicted again.
@@ -23,7 +23,7 @@ BEGIN, END = "<!-- real-models:begin -->", "<!-- real-models:end -->"
 
 from mil_passes.ir import op_counts  # noqa: E402
 from mil_passes.lint import lint  # noqa: E402
-from mil_passes.testing.real_models import (  # noqa: E402
+from mil_passes.testing.models.real import (  # noqa: E402
     MODELS,
     PIPELINES,
     TOLERANCE,

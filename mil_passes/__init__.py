@@ -14,8 +14,6 @@ _sigint_record.install_if_command()
 
 import importlib as _importlib  # noqa: E402
 import logging as _logging  # noqa: E402
-import sys as _sys  # noqa: E402
-import types as _types  # noqa: E402
 from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
 
 # coremltools warns at import that Core ML's runtime is missing (always, off macOS) and that torch is
@@ -23,37 +21,23 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
 _NOISE = ("Failed to load _ML", "has not been tested with coremltools")
 _logging.getLogger("coremltools").addFilter(lambda record: not any(n in str(record.msg) for n in _NOISE))
 
-from . import _moved  # noqa: E402
 from ._registration import when_imported  # noqa: E402
 from ._version import __version__  # noqa: E402
 
-_moved.install()
-
 if _TYPE_CHECKING:  # for type checkers only: at run time __getattr__ imports these on first use
-    from .pipeline import PASS_NAMES, pipeline
+    from .placement import PASS_NAMES, pipeline
 
 __all__ = ["__version__", "PASS_NAMES", "pipeline"]
-_LAZY = ("PASS_NAMES", "pipeline")  # from mil_passes/pipeline.py, which imports coremltools
+_LAZY = ("PASS_NAMES", "pipeline")  # from mil_passes/placement.py, which imports coremltools (PEP 562)
 
 
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'mil_passes' has no attribute '{name}'")
-    module = _importlib.import_module(".pipeline", __name__)
+    module = _importlib.import_module(".placement", __name__)
     for lazy in _LAZY:
-        _types.ModuleType.__setattr__(_sys.modules[__name__], lazy, getattr(module, lazy))
+        globals()[lazy] = getattr(module, lazy)
     return getattr(module, name)
 
 
-class _Package(_types.ModuleType):
-    """The submodule ``mil_passes/pipeline.py`` and the function ``pipeline()`` share a name:
-    importing the submodule (which binds it on the package) must leave the function in place."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _LAZY and isinstance(value, _types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package
 when_imported("coremltools", __name__, lambda: _importlib.import_module(".passes", __name__))

@@ -40,6 +40,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from .fingerprint import Fingerprinter
 from .ir import iter_ops, op_counts
+from .runner import run_pass
 from .reference import UnsupportedOpError
 from .reference.interpreter import output_values
 from .reference.feeds import random_inputs
@@ -76,7 +77,7 @@ class UnknownPipeline(VerifyError):
 
 
 def _mil_passes_pipeline() -> PassPipeline:
-    from .pipeline import pipeline
+    from .placement import pipeline
 
     return pipeline()
 
@@ -255,13 +256,6 @@ def verify_program(
     )
 
 
-def run_pass(prog: Program, pipeline: PassPipeline, name: str) -> None:
-    """Run the registered pass ``name`` on ``prog`` in place, with ``pipeline``'s options for it."""
-    graph_pass = PASS_REGISTRY[name]
-    graph_pass.set_options(pipeline.get_options(name))
-    graph_pass(prog)
-
-
 def _label(pipeline, resolved: PassPipeline) -> str:
     """How the pipeline was named: its name, ``P1,P2`` for passes, or the PassPipeline's name."""
     if isinstance(pipeline, str):
@@ -379,7 +373,7 @@ class _Run:
         ops_before = _ops(work)
         start = time.perf_counter()
         try:
-            run_pass(work, self.pipeline, name)
+            run_pass(work, name, self.pipeline)
         except Exception as error:  # noqa: BLE001 - any exception of a pass is what is reported
             return PassRow(
                 index, name, time.perf_counter() - start, ops_before, ops_before, "raised", error=_one_line(error)
@@ -552,32 +546,4 @@ def _identical(before: np.ndarray, after: np.ndarray) -> bool:
     as_bytes = lambda a: np.ascontiguousarray(a).reshape(-1).view(np.uint8)  # noqa: E731
     return bool(np.array_equal(as_bytes(before), as_bytes(after))) or bool(
         np.array_equal(before, after, equal_nan=True) and np.array_equal(np.signbit(before), np.signbit(after))
-    )
-
-
-def format_row(row: PassRow, width: int = 46) -> str:
-    """One line: index, pass (padded to ``width``), ops before -> after, seconds, status, then the
-    outputs (or the error)."""
-    ops = f"{row.ops_before} -> {row.ops_after}"
-    described = [o.describe() for o in row.outputs.values()] + [f"state {s.describe()}" for s in row.states.values()]
-    detail = row.error if row.error is not None else "; ".join(described)
-    if not row.evaluated:
-        detail = f"unchanged, not re-run; {detail}"
-    return f"{row.index:4d}  {row.name:{width}s} {ops:>14s} {row.seconds:8.3f}s  {row.status:9s}  {detail}"
-
-
-def format_summary(verification: Verification) -> str:
-    """The last line: the culprit and why, or how many passes kept the outputs."""
-    total = len(verification.pass_names)
-    culprit = verification.culprit
-    if culprit is not None:
-        left = total - culprit.index
-        rest = f"; {left} later pass{'es' if left != 1 else ''} not run" if left else ""
-        reason = culprit.reason().rstrip(".")
-        return f"culprit: {culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {reason}{rest}"
-    counts = {status: sum(row.status == status for row in verification.rows) for status in STATUS_ORDER}
-    parts = [f"{counts[s]} {s}" for s in ("same", "precision", "unchecked") if counts[s]]
-    return (
-        f"no pass changed the outputs: {total} pass{'' if total == 1 else 'es'} ({', '.join(parts) or 'none run'}), "
-        f"{verification.seconds:.2f} s"
     )

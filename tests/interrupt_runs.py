@@ -60,8 +60,13 @@ class Run:
     def died_starting(self) -> bool:
         """Stopped before the command's code ran: Python's default death by SIGINT, or Python's
         own start failing (exit 1, "Fatal Python error: init_import_site", "init_sys_streams", …)
-        when the interrupt lands while the interpreter initializes."""
-        return self.returncode == -signal.SIGINT or re.search(r"Fatal Python error: init_\w+", self.stderr) is not None
+        when the interrupt lands while the interpreter initializes), or a ``KeyboardInterrupt`` raised
+        in Python's own imports before any module of the package but its ``__init__`` ran (the
+        command script's ``import re``, the editable install's finder): its handler was not there yet."""
+        if self.returncode == -signal.SIGINT or re.search(r"Fatal Python error: init_\w+", self.stderr):
+            return True
+        before_the_package = re.search(r'File "[^"]*mil_passes/(?!__init__\.py")', self.stderr) is None
+        return self.returncode == 1 and self.stderr.rstrip().endswith("KeyboardInterrupt") and before_the_package
 
     @property
     def ignored(self) -> bool:

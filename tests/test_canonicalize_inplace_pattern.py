@@ -14,8 +14,8 @@ from coremltools.converters.mil.mil.scope import ScopeInfo, ScopeSource
 import mil_passes
 from mil_passes.passes.canonicalize_inplace_pattern import single_pass_scopes
 from mil_passes.reference.state import evaluate_steps
-from mil_passes.testing.equivalence import apply_pass
-from mil_passes.testing.state_plants import StatePlant, StatefulProgram, check_stateful
+from mil_passes.testing import run_pass
+from mil_passes.testing.plants.states import StatePlant, StatefulProgram, check_stateful
 
 PASS = "webnn::canonicalize_inplace_pattern"
 # The fuzzer's program: a window lying in the const part of concat(read_state(s), x, c), written back.
@@ -63,8 +63,8 @@ def order(prog) -> list[str]:
 
 def test_it_moves_the_update_as_coremltools_does():
     ours, theirs = written_late(), written_late()
-    apply_pass(ours, PASS)
-    apply_pass(theirs, "common::canonicalize_inplace_pattern")
+    run_pass(ours, PASS)
+    run_pass(theirs, "common::canonicalize_inplace_pattern")
     assert order(ours) == order(theirs) == ["read_state", "mul", "coreml_update_state", "relu", "add"]
     feeds = [{"x": np.full((1, 3), v, np.float16)} for v in (1.0, 2.0, 3.0)]
     assert [o["y"].tolist() for o in evaluate_steps(ours, feeds)[0]] == [

@@ -20,11 +20,11 @@ from coremltools.converters.mil.mil import get_new_symbol
 
 from mil_passes import PASS_NAMES
 from mil_passes.package import io as mlpackage
-from mil_passes.pipeline import PIPELINE_ORDER
+from mil_passes.placement import PIPELINE_ORDER
 from mil_passes.cli import main, progress_enabled
 from mil_passes.examples import streaming_cache_program
-from mil_passes.testing import milproto as hand
-from mil_passes.testing.equivalence import assert_equivalent
+from mil_passes.testing.models import handwritten as hand
+from mil_passes.testing.check import assert_equivalent
 
 MODEL = "Data/com.apple.CoreML/model.mlmodel"
 WEIGHTS = "Data/com.apple.CoreML/weights/weight.bin"

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from mil_passes.cli.catalogue import PASSES
+from mil_passes.cli.pass_list import PASSES
 from mil_passes.cli.optional_frameworks import OPTIONAL_FRAMEWORKS, optional_frameworks_refused
 
 
@@ -107,7 +107,7 @@ def test_pipeline_stays_the_function_when_its_module_is_imported_first():
         """
         import json
         import mil_passes
-        from mil_passes.optimize import run_passes  # imports mil_passes/pipeline.py first
+        from mil_passes.runner import run_passes  # imports mil_passes/placement.py first
         print(json.dumps({"callable": callable(mil_passes.pipeline),
                           "passes": len(mil_passes.pipeline().passes)}))
         """

@@ -12,14 +12,14 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 
 from mil_passes.ir import iter_ops
 from mil_passes.reference.interpreter import evaluate_vars
-from mil_passes.testing.default_plants import (
+from mil_passes.testing.plants.default import (
     PASS_PLANTS,
     REACHED_BY_STATES,
     REACHED_UNPLANTED,
     UNREACHED,
     plants_for,
 )
-from mil_passes.testing.failure_class import (
+from mil_passes.testing.fuzz.failure_class import (
     CRASH,
     MISCOMPILE,
     PRECISION,
@@ -28,8 +28,8 @@ from mil_passes.testing.failure_class import (
     removed_op_overflowed,
     within_rounding_of_removed_ops,
 )
-from mil_passes.testing.fuzz import check_verified, fuzz, strategy_for
-from mil_passes.testing.plants import PLANTS
+from mil_passes.testing.fuzz.fuzzer import check_verified, fuzz, strategy_for
+from mil_passes.testing.plants.passes import PLANTS
 from mil_passes.testing.strategies import plant_names, programs
 from mil_passes.verify import OutputChange, PassRow
 

@@ -13,7 +13,7 @@ from coremltools.converters.mil.mil import types
 import mil_passes
 from mil_passes.reference import evaluate
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::fuse_layernorm_or_instancenorm"
 X = {"x": np.array([[1.0, -2.0, 3.0, 0.5], [0.0, 4.0, -1.0, 2.0]], np.float32)}
@@ -38,7 +38,7 @@ def layer_norm_pattern(*, shared_shift=True):
 def test_coremltools_raises_on_a_shared_intermediate():
     """The bug the replacement answers (if coremltools fixes it, the replacement may go)."""
     with pytest.raises(ValueError, match="active output"):
-        apply_pass(layer_norm_pattern(), "common::fuse_layernorm_or_instancenorm")
+        run_pass(layer_norm_pattern(), "common::fuse_layernorm_or_instancenorm")
 
 
 def test_a_shared_intermediate_is_refused():
@@ -49,8 +49,8 @@ def test_a_shared_intermediate_is_refused():
 
 def test_an_unshared_pattern_is_fused_as_coremltools_fuses_it():
     ours, theirs = layer_norm_pattern(shared_shift=False), layer_norm_pattern(shared_shift=False)
-    apply_pass(ours, PASS)
-    apply_pass(theirs, "common::fuse_layernorm_or_instancenorm")
+    run_pass(ours, PASS)
+    run_pass(theirs, "common::fuse_layernorm_or_instancenorm")
     assert op_counts(ours) == op_counts(theirs) and op_counts(ours)["layer_norm"] == 1
     layer_norms = [
         op for prog in (ours, theirs) for op in prog.functions["main"].operations if op.op_type == "layer_norm"
@@ -67,7 +67,7 @@ def test_the_pipeline_runs_it_in_place_of_coremltools_pass():
     base = ct.PassPipeline.DEFAULT
     base.remove_passes({"common::add_fp16_cast"})
     after = layer_norm_pattern()
-    apply_pass(after, mil_passes.pipeline(base))  # DEFAULT raises here
+    run_pass(after, mil_passes.pipeline(base))  # DEFAULT raises here
     assert_equivalent(layer_norm_pattern(), after, X)
 
 
@@ -93,7 +93,7 @@ X3 = {"x": np.arange(24, dtype=np.float32).reshape(2, 3, 4) ** 1.5 / 10}
 def test_coremltools_fuses_a_variance_over_other_axes():
     """The miscompile the replacement answers (if coremltools fixes it, this fails)."""
     prog = variance_over_other_axes()
-    apply_pass(prog, "common::fuse_layernorm_or_instancenorm")
+    run_pass(prog, "common::fuse_layernorm_or_instancenorm")
     assert op_counts(prog)["layer_norm"] == 1
 
 
@@ -138,7 +138,7 @@ def test_coremltools_fuses_a_misplaced_gamma(case):
     """The bug the refusal answers (if coremltools fixes it, the refusal may go)."""
     shape, axes, gamma, beta = MISPLACED[case]
     prog = pattern_1(shape, axes, gamma, beta)
-    apply_pass(prog, "common::fuse_layernorm_or_instancenorm")
+    run_pass(prog, "common::fuse_layernorm_or_instancenorm")
     assert op_counts(prog)["instance_norm"] == 1
     with pytest.raises(AssertionError):
         assert_equivalent(pattern_1(shape, axes, gamma, beta), prog, feeds_for(shape))
@@ -154,7 +154,7 @@ def test_a_misplaced_gamma_is_refused(case):
 def test_a_per_channel_gamma_still_becomes_an_instance_norm():
     shape, gamma = (1, 2, 3, 2), np.array([0.5, 2.0], np.float32).reshape(1, 2, 1, 1)
     ours = pattern_1(shape, [-2, -1], gamma, gamma - 1)
-    apply_pass(ours, PASS)
+    run_pass(ours, PASS)
     assert op_counts(ours)["instance_norm"] == 1
     assert_equivalent(pattern_1(shape, [-2, -1], gamma, gamma - 1), ours, feeds_for(shape), rtol=1e-5, atol=1e-6)
 
@@ -181,7 +181,7 @@ def test_coremltools_fusion_of_fp16_ops_changes_values_beyond_fp16_precision():
     """Why fp16 is refused: 6.6% of the output's scale, the fused op closer to the exact value."""
     written = evaluate(fp16_layer_norm(), X16)["y"].astype(np.float64)
     fused_prog = fp16_layer_norm()
-    apply_pass(fused_prog, "common::fuse_layernorm_or_instancenorm")
+    run_pass(fused_prog, "common::fuse_layernorm_or_instancenorm")
     assert op_counts(fused_prog)["layer_norm"] == 1
     fused = evaluate(fused_prog, X16)["y"].astype(np.float64)
     x = X16["x"].astype(np.float64)

@@ -9,9 +9,9 @@ from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 from hypothesis import settings
 
 import mil_passes
-import mil_passes.testing.fuzz as fuzz_module
+import mil_passes.testing.fuzz.fuzzer as fuzz_module
 from mil_passes.rewriter import PatternPass, Refusal, RewritePattern
-from mil_passes.testing.fuzz import Failure, FuzzReport, default_targets, fuzz, main, select_targets
+from mil_passes.testing.fuzz.fuzzer import Failure, FuzzReport, default_targets, fuzz, main, select_targets
 
 BROKEN = "webnn_test::swap_concat_inputs"
 CORRECT = "webnn_test::order_commutative_operands"

@@ -11,8 +11,9 @@ from coremltools.converters.mil.mil import get_new_symbol
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from mil_passes.testing import assert_equivalent, op_counts
-from mil_passes.testing.equivalence import apply_pass
-from mil_passes.verify import format_summary, verify_program
+from mil_passes.testing import run_pass
+from mil_passes.cli.text_output import format_summary
+from mil_passes.verify import verify_program
 
 PASS = "webnn::guard_add_fp16_cast"
 FEEDS = [{"x": np.arange(8, dtype=np.float32).reshape(2, 2, 2, 1)}, {"x": np.full((1, 1, 1, 1), -3.0, np.float32)}]
@@ -37,7 +38,7 @@ def reshape_of(prog):
 
 def folded():
     prog = reshape_by_own_shape()
-    apply_pass(prog, "webnn::fold_shape_ops")
+    run_pass(prog, "webnn::fold_shape_ops")
     assert reshape_of(prog).shape.val.tolist() == [0, 0, 0, 1]
     return prog
 
@@ -45,20 +46,20 @@ def folded():
 def test_add_fp16_cast_types_the_zeros_literally_without_the_guard():
     """The bug the guard answers (if coremltools types the zeros, the guard may go)."""
     prog = folded()
-    apply_pass(prog, "common::add_fp16_cast")
+    run_pass(prog, "common::add_fp16_cast")
     assert list(reshape_of(prog).outputs[0].shape) == [0, 0, 0, 1]
 
 
 def test_the_guarded_reshape_keeps_a_true_type_and_its_values():
     prog = folded()
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert reshape_of(prog).shape.val is None and op_counts(prog)["shape"] == 1
     for feeds in FEEDS:
         assert_equivalent(reshape_by_own_shape(), prog, feeds)
-    apply_pass(prog, "common::add_fp16_cast")
+    run_pass(prog, "common::add_fp16_cast")
     declared = reshape_of(prog).outputs[0].shape
     assert all(is_symbolic(d) for d in declared[:3]) and declared[3] == 1
-    apply_pass(prog, "webnn::fold_shape_ops")  # as the pipeline does right after add_fp16_cast
+    run_pass(prog, "webnn::fold_shape_ops")  # as the pipeline does right after add_fp16_cast
     assert reshape_of(prog).shape.val.tolist() == [0, 0, 0, 1] and "shape" not in op_counts(prog)
 
 
@@ -73,5 +74,5 @@ def test_static_and_zero_free_reshapes_are_left_alone():
         return mb.reshape(x=a, shape=[0, 3]), mb.reshape(x=b, shape=[-1, 3, 1])
 
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before

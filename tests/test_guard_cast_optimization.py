@@ -13,7 +13,7 @@ from coremltools.converters.mil.mil import types
 from mil_passes.passes.guard_cast_optimization import loses_nonzero
 from mil_passes.reference import evaluate
 from mil_passes.testing import check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_cast_optimization"
 FP32, FP16, INT32, INT8, UINT8, BOOL = types.fp32, types.fp16, types.int32, types.int8, types.uint8, types.bool
@@ -60,7 +60,7 @@ def test_an_identity_in_the_chain_does_not_hide_the_truncation():
 def test_chains_cast_optimization_fuses_exactly_are_left_to_it(dtype, steps):
     prog = chain_to_bool(dtype, steps)
     before = op_counts(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert op_counts(prog) == before
 
 

@@ -11,7 +11,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_concat_to_pixel_shuffle"
 FUSION = "common::concat_to_pixel_shuffle"
@@ -42,13 +42,13 @@ def nested_concats(other_reader: str | None):
 def test_the_pass_raises_without_the_guard(other_reader):
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     with pytest.raises(ValueError):
-        apply_pass(nested_concats(other_reader), FUSION)
+        run_pass(nested_concats(other_reader), FUSION)
 
 
 @pytest.mark.parametrize("other_reader", ["shape", "output"])
 def test_the_guarded_concats_become_a_pixel_shuffle_with_the_same_values(other_reader):
     after = check_pass(lambda: nested_concats(other_reader), PASS, inputs=FEEDS)
-    apply_pass(after, FUSION)
+    run_pass(after, FUSION)
     assert op_counts(after)["pixel_shuffle"] == 1
     assert_equivalent(nested_concats(other_reader), after, FEEDS)
 
@@ -56,8 +56,8 @@ def test_the_guarded_concats_become_a_pixel_shuffle_with_the_same_values(other_r
 def test_unshared_concats_are_left_to_the_pass():
     prog = nested_concats(None)
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before
-    apply_pass(prog, FUSION)
+    run_pass(prog, FUSION)
     assert op_counts(prog)["pixel_shuffle"] == 1
     assert_equivalent(nested_concats(None), prog, FEEDS)

@@ -15,7 +15,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from mil_passes.passes.guard_const_elimination import typed_value
 from mil_passes.testing import check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_const_elimination"
 FP32, BOOL = types.fp32, types.bool
@@ -44,7 +44,7 @@ def test_a_known_window_of_a_partly_known_concat_becomes_a_typed_const(read_by):
     after = check_pass(lambda: slice_of_concat([-10.5, 0.25], read_by=read_by), PASS, inputs=feeds)
     assert "slice_by_index" not in op_counts(after)
     # common::const_elimination now has nothing to fold wrongly, and the values stay fp32
-    apply_pass(after, "common::const_elimination")
+    run_pass(after, "common::const_elimination")
     out = after.functions["main"].outputs[0]
     assert out.dtype == FP32
 
@@ -59,8 +59,8 @@ def test_a_value_beyond_int32_stays_exact():
 
 def test_bools_stay_bools():
     prog = slice_of_concat([True, False], dtype=BOOL)
-    apply_pass(prog, PASS)
-    apply_pass(prog, "common::const_elimination")
+    run_pass(prog, PASS)
+    run_pass(prog, "common::const_elimination")
     out = prog.functions["main"].outputs[0]
     assert out.dtype == BOOL and out.val.tolist() == [True, False]
 
@@ -72,7 +72,7 @@ def test_a_fully_known_value_is_left_to_const_elimination():
         return mb.mul(x=known, y=x, name="out")
 
     before = op_counts(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert op_counts(prog) == before
 
 
@@ -133,9 +133,9 @@ def test_values_coremltools_infers_wrong_are_folded_right(case):
     feeds = {"x": np.zeros(2, np.float32)}
     want = evaluate(known_band_part_and_interleaved_concat(case), feeds)["out"]
     alone = known_band_part_and_interleaved_concat(case)
-    apply_pass(alone, "common::const_elimination")
+    run_pass(alone, "common::const_elimination")
     assert not np.array_equal(evaluate(alone, feeds)["out"], want, equal_nan=True)  # the bug
     guarded = known_band_part_and_interleaved_concat(case)
-    apply_pass(guarded, PASS)
-    apply_pass(guarded, "common::const_elimination")
+    run_pass(guarded, PASS)
+    run_pass(guarded, "common::const_elimination")
     np.testing.assert_array_equal(evaluate(guarded, feeds)["out"], want)

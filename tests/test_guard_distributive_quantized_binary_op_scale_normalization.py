@@ -13,7 +13,7 @@ from coremltools.converters.mil.mil import types
 
 from mil_passes.reference import evaluate
 from mil_passes.testing import op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_distributive_quantized_binary_op_scale_normalization"
 NORMALIZATION = "common::distributive_quantized_binary_op_scale_normalization"
@@ -48,7 +48,7 @@ def test_the_pass_moves_an_int8_output_by_one_without_the_guard():
     feeds = {"a": np.array([-101], np.int8), "b": np.array([125], np.int8)}
     prog = quantized(n=1)
     assert outputs(prog, feeds).tolist() == [-127]  # round_half_even(-127.499998)
-    apply_pass(prog, NORMALIZATION)
+    run_pass(prog, NORMALIZATION)
     assert outputs(prog, feeds).tolist() == [-128]  # round_half_even(-127.5)
 
 
@@ -64,12 +64,12 @@ INEXACT = [
 def test_an_inexact_rescaling_is_refused_and_every_pair_keeps_its_output(case):
     want = outputs(quantized(**case))
     after = quantized(**case)
-    apply_pass(after, NORMALIZATION)
+    run_pass(after, NORMALIZATION)
     assert not np.array_equal(outputs(after), want)  # the pass alone changes an output
     guarded = quantized(**case)
-    apply_pass(guarded, PASS)
+    run_pass(guarded, PASS)
     assert op_counts(guarded)["identity"] == 1
-    apply_pass(guarded, NORMALIZATION)
+    run_pass(guarded, NORMALIZATION)
     np.testing.assert_array_equal(outputs(guarded), want)
 
 
@@ -79,8 +79,8 @@ def test_an_inexact_rescaling_is_refused_and_every_pair_keeps_its_output(case):
 def test_an_exact_rescaling_is_left_to_the_pass(case):
     prog = quantized(**case)
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before
-    apply_pass(prog, NORMALIZATION)
+    run_pass(prog, NORMALIZATION)
     assert str(prog) != before  # the pass rescaled it
     np.testing.assert_array_equal(outputs(prog), outputs(quantized(**case)))

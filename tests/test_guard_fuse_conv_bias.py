@@ -10,7 +10,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
 from mil_passes.testing import assert_equivalent, check_pass
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_fuse_conv_bias"
 X = {"x": np.array([[[1.0, -2.0, 3.0]]], np.float32)}
@@ -36,7 +36,7 @@ def transposed_conv_plus(bias, op="add", conv="conv"):
 def test_the_pass_raises_without_the_guard(conv):
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     with pytest.raises(IndexError):
-        apply_pass(transposed_conv_plus(np.array([1.0, 2.0], np.float32), conv=conv), "common::fuse_conv_bias")
+        run_pass(transposed_conv_plus(np.array([1.0, 2.0], np.float32), conv=conv), "common::fuse_conv_bias")
 
 
 @pytest.mark.parametrize("conv", ["conv", "conv_transpose"])
@@ -46,12 +46,12 @@ def test_the_bias_gets_full_rank_and_the_pass_then_keeps_the_values(op, conv):
     after = check_pass(build, PASS, inputs=X)
     bias = after.functions["main"].outputs[0].op.y
     assert bias.val.shape == (1, 1, 2)
-    apply_pass(after, "common::fuse_conv_bias")
+    run_pass(after, "common::fuse_conv_bias")
     assert_equivalent(build(), after, X)
 
 
 def test_a_full_rank_bias_is_left_to_the_pass():
     prog = transposed_conv_plus(np.ones((1, 2, 1), np.float32))
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before

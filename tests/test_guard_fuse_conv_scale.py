@@ -9,7 +9,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_fuse_conv_scale"
 X = {"x": np.array([[[1.0, 4.0]]], np.float32)}
@@ -31,7 +31,7 @@ def divide(*, const_first=True):
 def test_the_pass_miscompiles_without_the_guard():
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     prog = divide()
-    apply_pass(prog, "common::fuse_conv_scale")
+    run_pass(prog, "common::fuse_conv_scale")
     try:
         assert_equivalent(divide(), prog, X)
     except AssertionError:
@@ -41,7 +41,7 @@ def test_the_pass_miscompiles_without_the_guard():
 
 def test_const_over_conv_keeps_its_values():
     after = check_pass(divide, PASS, inputs=X)
-    apply_pass(after, "common::fuse_conv_scale")
+    run_pass(after, "common::fuse_conv_scale")
     assert op_counts(after)["real_div"] == 1
     assert_equivalent(divide(), after, X)
 
@@ -49,7 +49,7 @@ def test_const_over_conv_keeps_its_values():
 def test_conv_over_const_is_left_to_the_pass():
     prog = divide(const_first=False)
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before
-    apply_pass(prog, "common::fuse_conv_scale")
+    run_pass(prog, "common::fuse_conv_scale")
     assert "real_div" not in op_counts(prog)

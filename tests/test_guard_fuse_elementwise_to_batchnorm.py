@@ -11,7 +11,7 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_fuse_elementwise_to_batchnorm"
 
@@ -34,12 +34,12 @@ X = {"x": np.linspace(-4, 4, 18, dtype=np.float16).reshape(1, 2, 3, 3)}
 def test_the_pass_raises_without_the_guard():
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     with pytest.raises(ValueError, match="fp16"):
-        apply_pass(scale_then_shift(), "common::fuse_elementwise_to_batchnorm")
+        run_pass(scale_then_shift(), "common::fuse_elementwise_to_batchnorm")
 
 
 def test_fp16_is_hidden_from_the_pass_and_keeps_its_values():
     after = check_pass(scale_then_shift, PASS, inputs=X)
-    apply_pass(after, "common::fuse_elementwise_to_batchnorm")
+    run_pass(after, "common::fuse_elementwise_to_batchnorm")
     assert "batch_norm" not in op_counts(after)
     assert_equivalent(scale_then_shift(), after, X)
 
@@ -47,7 +47,7 @@ def test_fp16_is_hidden_from_the_pass_and_keeps_its_values():
 def test_fp32_is_left_to_the_pass():
     prog = scale_then_shift(types.fp32)
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before
-    apply_pass(prog, "common::fuse_elementwise_to_batchnorm")
+    run_pass(prog, "common::fuse_elementwise_to_batchnorm")
     assert op_counts(prog)["batch_norm"] == 1

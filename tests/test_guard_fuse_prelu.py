@@ -9,7 +9,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_fuse_prelu"
 X = {"x": np.array([-2.0, 3.0], np.float32).reshape(1, 2, 1, 1)}
@@ -33,13 +33,13 @@ ONE = np.full((1, 1, 1, 1), -0.1, np.float32)
 def test_the_pass_raises_without_the_guard():
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     with pytest.raises(ValueError, match="alpha"):
-        apply_pass(prelu_pattern(ONE), "common::fuse_prelu")
+        run_pass(prelu_pattern(ONE), "common::fuse_prelu")
 
 
 def test_the_alpha_is_spread_and_the_pass_then_keeps_the_values():
     after = check_pass(lambda: prelu_pattern(ONE), PASS, inputs=X)
-    apply_pass(after, "common::fuse_prelu")
-    apply_pass(after, "common::dead_code_elimination")
+    run_pass(after, "common::fuse_prelu")
+    run_pass(after, "common::dead_code_elimination")
     assert op_counts(after)["prelu"] == 1
     assert_equivalent(prelu_pattern(ONE), after, X)
 
@@ -50,7 +50,7 @@ def test_the_alpha_is_spread_and_the_pass_then_keeps_the_values():
 def test_other_alphas_are_left_to_the_pass(alpha):
     prog = prelu_pattern(alpha)
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before
 
 
@@ -69,13 +69,13 @@ def widening_alpha():
 
 def test_a_widening_alpha_makes_the_pass_raise_without_the_guard():
     with pytest.raises(ValueError):
-        apply_pass(widening_alpha(), "common::fuse_prelu")
+        run_pass(widening_alpha(), "common::fuse_prelu")
 
 
 def test_a_widening_alpha_is_hidden_and_keeps_its_values():
     feeds = {"x": np.array([[[[-3.0]]]], np.float32)}
     after = check_pass(widening_alpha, PASS, inputs=feeds)
-    apply_pass(after, "common::fuse_prelu")
+    run_pass(after, "common::fuse_prelu")
     assert "prelu" not in op_counts(after)
     assert_equivalent(widening_alpha(), after, feeds)
 
@@ -96,12 +96,12 @@ def transposed_on_shared_input():
 
 def test_a_shared_transpose_input_makes_the_pass_take_the_perm_as_x_without_the_guard():
     with pytest.raises(ValueError, match="perm"):
-        apply_pass(transposed_on_shared_input(), "common::fuse_prelu")
+        run_pass(transposed_on_shared_input(), "common::fuse_prelu")
 
 
 def test_a_shared_transpose_input_is_fused_with_the_right_root():
     feeds = {"x": np.linspace(-4.0, 3.0, 8, dtype=np.float32).reshape(1, 2, 2, 2)}
     after = check_pass(transposed_on_shared_input, PASS, inputs=feeds)
-    apply_pass(after, "common::fuse_prelu")
+    run_pass(after, "common::fuse_prelu")
     assert op_counts(after)["prelu"] == 1
     assert_equivalent(transposed_on_shared_input(), after, feeds)

@@ -10,7 +10,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_fuse_stack_split"
 X = {"x": np.array([[1.0, -2.0, 3.0]], np.float32)}
@@ -38,20 +38,20 @@ def stack_split(readers: str):
 def test_the_pass_raises_without_the_guard(readers, error):
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     with pytest.raises(error):
-        apply_pass(stack_split(readers), "common::fuse_stack_split")
+        run_pass(stack_split(readers), "common::fuse_stack_split")
 
 
 @pytest.mark.parametrize("readers", ["one", "relu"])
 def test_the_stack_is_read_via_an_identity_and_keeps_its_values(readers):
     after = check_pass(lambda: stack_split(readers), PASS, inputs=X)
-    apply_pass(after, "common::fuse_stack_split")
+    run_pass(after, "common::fuse_stack_split")
     assert_equivalent(stack_split(readers), after, X)
 
 
 def test_a_fully_squeezed_split_is_left_to_the_pass():
     prog = stack_split("both")
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before
-    apply_pass(prog, "common::fuse_stack_split")
+    run_pass(prog, "common::fuse_stack_split")
     assert "split" not in op_counts(prog)

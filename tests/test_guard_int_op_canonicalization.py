@@ -11,7 +11,7 @@ from coremltools.converters.mil import Builder as mb
 
 import mil_passes
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_int_op_canonicalization"
 X = {"x": np.array([[1.0, 2.0], [-3.0, 0.5]], np.float32)}
@@ -42,7 +42,7 @@ def requantize(scale_out=0.25, *, zero_point_out=None, dtype_out="int8", per_axi
 def test_a_requantization_survives_the_pass(kwargs):
     after = check_pass(lambda: requantize(**kwargs), PASS, inputs=X)
     assert op_counts(after)["identity"] == 1
-    apply_pass(after, "common::int_op_canonicalization")
+    run_pass(after, "common::int_op_canonicalization")
     assert op_counts(after)["quantize"] == 2  # the requantization is still there
     assert_equivalent(requantize(**kwargs), after, X)
 
@@ -50,15 +50,15 @@ def test_a_requantization_survives_the_pass(kwargs):
 def test_the_pass_drops_it_without_the_guard():
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     prog = requantize()
-    apply_pass(prog, "common::int_op_canonicalization")
-    apply_pass(prog, "common::dead_code_elimination")
+    run_pass(prog, "common::int_op_canonicalization")
+    run_pass(prog, "common::dead_code_elimination")
     assert op_counts(prog)["quantize"] == 1
 
 
 def test_an_exact_round_trip_is_left_to_the_pass():
     prog = requantize(scale_out=0.5)
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before
 
 
@@ -66,6 +66,6 @@ def test_the_pipeline_keeps_the_requantization():
     base = ct.PassPipeline.DEFAULT
     base.remove_passes({"common::add_fp16_cast"})
     after = requantize()
-    apply_pass(after, mil_passes.pipeline(base))
+    run_pass(after, mil_passes.pipeline(base))
     assert_equivalent(requantize(), after, X)
     assert "identity" not in op_counts(after)  # noop_elimination removed the guard's identity

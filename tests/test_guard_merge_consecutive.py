@@ -10,7 +10,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
 from mil_passes.testing import assert_equivalent, check_pass
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 CASES = {
     "relu": ("webnn::guard_merge_consecutive_relus", "common::merge_consecutive_relus"),
@@ -43,14 +43,14 @@ def pair_across_blocks(op_type: str):
 def test_the_merge_raises_without_the_guard(op_type):
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     with pytest.raises((KeyError, ValueError)):  # which, depends on where the ops sit
-        apply_pass(pair_across_blocks(op_type), CASES[op_type][1])
+        run_pass(pair_across_blocks(op_type), CASES[op_type][1])
 
 
 @pytest.mark.parametrize("op_type", list(CASES))
 def test_the_guarded_pair_keeps_its_values(op_type):
     guard, merge = CASES[op_type]
     after = check_pass(lambda: pair_across_blocks(op_type), guard, inputs=FEEDS[0])
-    apply_pass(after, merge)
+    run_pass(after, merge)
     for feeds in FEEDS:
         assert_equivalent(pair_across_blocks(op_type), after, feeds)
 
@@ -64,5 +64,5 @@ def test_a_pair_in_one_block_is_left_to_the_merge(op_type):
         return mb.reshape(x=mb.reshape(x=x, shape=[3, 2]), shape=[6])
 
     before = str(prog)
-    apply_pass(prog, CASES[op_type][0])
+    run_pass(prog, CASES[op_type][0])
     assert str(prog) == before

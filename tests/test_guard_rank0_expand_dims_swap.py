@@ -10,7 +10,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_rank0_expand_dims_swap"
 FEEDS = [{"x": np.array([1.0, 2.0], np.float32)}, {"x": np.array([-1.0, -2.0], np.float32)}]
@@ -40,20 +40,20 @@ def rank0_read_in_branch(*, nested=True):
 def test_the_pass_raises_without_the_guard():
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     with pytest.raises(KeyError):
-        apply_pass(rank0_read_in_branch(), "common::rank0_expand_dims_swap")
+        run_pass(rank0_read_in_branch(), "common::rank0_expand_dims_swap")
 
 
 def test_the_readers_read_an_identity_and_the_pass_then_leaves_it():
     after = check_pass(rank0_read_in_branch, PASS, inputs=FEEDS[0])
-    apply_pass(after, "common::rank0_expand_dims_swap")
+    run_pass(after, "common::rank0_expand_dims_swap")
     for feeds in FEEDS:
         assert_equivalent(rank0_read_in_branch(), after, feeds)
-    apply_pass(after, "common::noop_elimination")  # as DEFAULT does later
+    run_pass(after, "common::noop_elimination")  # as DEFAULT does later
     assert op_counts(after) == op_counts(rank0_read_in_branch())
 
 
 def test_readers_in_the_same_block_are_left_to_the_pass():
     prog = rank0_read_in_branch(nested=False)
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before

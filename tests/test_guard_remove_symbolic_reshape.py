@@ -11,7 +11,7 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol, types
 
 from mil_passes.testing import check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_remove_symbolic_reshape"
 FP32 = types.fp32
@@ -38,13 +38,13 @@ def test_the_shape_output_stays_and_the_reshape_reads_constants():
     reshape = next(op for op in after.functions["main"].operations if op.op_type == "reshape")
     assert reshape.shape.val.tolist() == [-1]
     assert [out.name for out in after.functions["main"].outputs] == ["y", "size"]
-    apply_pass(after, "common::remove_symbolic_reshape")  # raised before the guard
+    run_pass(after, "common::remove_symbolic_reshape")  # raised before the guard
 
 
 def test_remove_symbolic_reshape_raises_without_the_guard():
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     with pytest.raises(ValueError, match="that's block .*'s output"):
-        apply_pass(reshape_by_own_shape(), "common::remove_symbolic_reshape")
+        run_pass(reshape_by_own_shape(), "common::remove_symbolic_reshape")
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,7 @@ def test_remove_symbolic_reshape_raises_without_the_guard():
 def test_reshapes_remove_symbolic_reshape_handles_are_left_to_it(kwargs):
     prog = reshape_by_own_shape(**kwargs)
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before
-    apply_pass(prog, "common::remove_symbolic_reshape")  # folds or skips, without raising
+    run_pass(prog, "common::remove_symbolic_reshape")  # folds or skips, without raising
     assert op_counts(prog)["reshape"] == 1

@@ -12,7 +12,7 @@ from coremltools.converters.mil import Builder as mb
 import mil_passes
 from mil_passes.reference import evaluate
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_replace_stack_reshape"
 FUSION = "common::replace_stack_reshape"
@@ -35,13 +35,13 @@ def stack_then_reshape(*, stack_is_output=True):
 def test_the_pass_raises_without_the_guard():
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     with pytest.raises(ValueError, match="output"):
-        apply_pass(stack_then_reshape(), FUSION)
+        run_pass(stack_then_reshape(), FUSION)
 
 
 def test_a_returned_stack_keeps_its_values_and_the_reshape_becomes_a_concat():
     after = check_pass(stack_then_reshape, PASS, inputs=FEEDS)
     assert op_counts(after)["stack"] == 2
-    apply_pass(after, FUSION)
+    run_pass(after, FUSION)
     assert op_counts(after)["stack"] == 1 and op_counts(after)["concat"] == 1
     assert "reshape" not in op_counts(after)
     assert_equivalent(stack_then_reshape(), after, FEEDS)
@@ -50,7 +50,7 @@ def test_a_returned_stack_keeps_its_values_and_the_reshape_becomes_a_concat():
 def test_a_stack_read_by_the_reshape_alone_is_left_to_the_pass():
     prog = stack_then_reshape(stack_is_output=False)
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before
 
 

@@ -11,7 +11,7 @@ from coremltools.converters.mil import Builder as mb
 
 from mil_passes.passes.guard_use_reflection_padding import INFERS_END_MASK, _written_end_mask
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing.equivalence import apply_pass
+from mil_passes.testing import run_pass
 
 PASS = "webnn::guard_use_reflection_padding"
 X = {"x": np.arange(8, dtype=np.float32).reshape(1, 2, 4)}
@@ -35,16 +35,16 @@ def padded(*, shared=True, end_mask=True):
 def test_the_pass_raises_without_the_guard():
     """The bug the guard answers (if coremltools fixes it, the guard may go)."""
     with pytest.raises(ValueError, match="active output"):
-        apply_pass(padded(), "common::use_reflection_padding")
+        run_pass(padded(), "common::use_reflection_padding")
 
 
 @pytest.mark.skipif(INFERS_END_MASK, reason="coremltools 9.0's pass infers a missing end_mask")
 def test_coremltools_8_raises_on_a_slice_without_end_mask_the_guard_writes_it():
     with pytest.raises(KeyError, match="end_mask"):
-        apply_pass(padded(shared=False, end_mask=False), "common::use_reflection_padding")
+        run_pass(padded(shared=False, end_mask=False), "common::use_reflection_padding")
     after = check_pass(lambda: padded(shared=False, end_mask=False), PASS, inputs=X)
-    apply_pass(after, "common::use_reflection_padding")
-    apply_pass(after, "common::dead_code_elimination")
+    run_pass(after, "common::use_reflection_padding")
+    run_pass(after, "common::dead_code_elimination")
     assert op_counts(after)["pad"] == 1
     assert_equivalent(padded(shared=False, end_mask=False), after, X)
 
@@ -58,8 +58,8 @@ def test_a_written_end_mask_is_set_only_where_the_slice_ends_at_the_end():
 def test_the_concat_reads_a_copy_and_the_pass_then_pads():
     after = check_pass(padded, PASS, inputs=X)
     assert op_counts(after)["slice_by_index"] == 3
-    apply_pass(after, "common::use_reflection_padding")
-    apply_pass(after, "common::dead_code_elimination")
+    run_pass(after, "common::use_reflection_padding")
+    run_pass(after, "common::dead_code_elimination")
     assert op_counts(after)["pad"] == 1
     assert_equivalent(padded(), after, X)
 
@@ -67,5 +67,5 @@ def test_the_concat_reads_a_copy_and_the_pass_then_pads():
 def test_unshared_slices_are_left_to_the_pass():
     prog = padded(shared=False)
     before = str(prog)
-    apply_pass(prog, PASS)
+    run_pass(prog, PASS)
     assert str(prog) == before

@@ -14,7 +14,7 @@ import coremltools as ct  # noqa: E402
 
 import mil_passes  # noqa: E402
 from mil_passes.reference import predict  # noqa: E402
-from mil_passes.testing.real_models import BY_NAME, convert, relative_error, torch_outputs, trace  # noqa: E402
+from mil_passes.testing.models.real import BY_NAME, convert, relative_error, torch_outputs, trace  # noqa: E402
 
 
 def test_numpy_is_below_2_4():

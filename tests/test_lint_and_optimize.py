@@ -10,7 +10,8 @@ from coremltools.converters.mil.mil import get_new_symbol
 
 from mil_passes.examples import streaming_cache_program
 from mil_passes.lint import RULES, DimNames, lint
-from mil_passes.optimize import format_report, run_passes
+from mil_passes.cli.text_output import format_report
+from mil_passes.runner import run_passes
 
 CONCAT_PASS = "webnn::concat_slice_to_slice_concat"
 FOLD_PASS = "webnn::fold_shape_ops"

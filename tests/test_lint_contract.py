@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from mil_passes.testing.fuzz import fuzz
-from mil_passes.testing.lint_contract import check_lint_contract, disagreements
+from mil_passes.testing.fuzz.fuzzer import fuzz
+from mil_passes.testing.fuzz.lint_contract import check_lint_contract, disagreements
 from mil_passes.testing.strategies import programs
 
 
@@ -22,7 +22,7 @@ def test_the_fuzzer_has_a_lint_target_and_it_holds():
 
 def test_a_lint_that_misses_a_rewrite_is_caught(monkeypatch):
     """The check can fail: with one pass's findings dropped, the contract breaks."""
-    import mil_passes.testing.lint_contract as contract
+    import mil_passes.testing.fuzz.lint_contract as contract
 
     real = contract.lint
     monkeypatch.setattr(contract, "lint", lambda prog: [f for f in real(prog) if f.fix != "webnn::fold_shape_ops"])

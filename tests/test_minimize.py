@@ -11,7 +11,7 @@ import coremltools as ct
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
-from mil_passes.testing.fuzz import (
+from mil_passes.testing.fuzz.fuzzer import (
     check_drawn,
     check_verified,
     checker,
@@ -19,9 +19,9 @@ from mil_passes.testing.fuzz import (
     program_before_pass,
     select_targets,
 )
-from mil_passes.testing.minimize import minimize
-from mil_passes.testing.recipe import InputDecl, Recipe, Ref, Step, program_text
-from mil_passes.testing.reproducer import reproducer_script, write_reproducer
+from mil_passes.testing.fuzz.minimize import minimize
+from mil_passes.testing.programs.recipe import InputDecl, Recipe, Ref, Step, program_text
+from mil_passes.testing.fuzz.reproducer import reproducer_script, write_reproducer
 
 FEEDS = {"x0": np.array([1, -2], np.float32), "x1": np.array([3, 4], np.float32)}
 
@@ -125,7 +125,7 @@ def test_reproducer_of_a_value_change_known_only_at_run_time_says_so(tmp_path):
 
 
 def test_check_verified_says_whether_the_program_changed():
-    from mil_passes.testing.recipe import DrawnProgram
+    from mil_passes.testing.programs.recipe import DrawnProgram
 
     unchanged = DrawnProgram(hidden_bug(), [FEEDS])
     unchanged.recipe.outputs = [Ref(6)]
@@ -136,7 +136,7 @@ def test_check_verified_says_whether_the_program_changed():
 
 
 def test_program_before_pass_is_what_the_culprit_pass_was_given():
-    from mil_passes.testing.recipe import DrawnProgram
+    from mil_passes.testing.programs.recipe import DrawnProgram
 
     drawn = DrawnProgram(hidden_bug(), [FEEDS])
     drawn.recipe.outputs = [Ref(6)]  # r1, c1 and s1 are dead code

@@ -21,8 +21,8 @@ from mil_passes.package import io as mlpackage
 from mil_passes.package.files import PackageError
 from mil_passes.reference import evaluate
 from mil_passes.ir import iter_ops
-from mil_passes.testing import milproto as hand
-from mil_passes.testing.equivalence import random_inputs
+from mil_passes.testing.models import handwritten as hand
+from mil_passes.testing.check import random_inputs
 
 IOS17 = ct.target.iOS17
 WEIGHTS = "Data/com.apple.CoreML/weights/weight.bin"
@@ -218,7 +218,7 @@ def test_a_saved_package_is_laid_out_as_coremltools_lays_it_out(flexible_package
 @pytest.fixture(scope="module")
 def torch_packages(tmp_path_factory):
     pytest.importorskip("torch")
-    from mil_passes.testing.torch_models import CASES, convert as convert_torch
+    from mil_passes.testing.models.torch_modules import CASES, convert as convert_torch
 
     folder = tmp_path_factory.mktemp("torch")
     packages = {}

@@ -14,7 +14,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 import mil_passes
 from mil_passes.cli import main
-from mil_passes.pipeline import GUARD_NAMES, REPLACEMENTS
+from mil_passes.placement import GUARD_NAMES, REPLACEMENTS
 from mil_passes.testing import check_pass, op_counts
 
 #: The passes that run a second time, after the streaming rewrite, then fold_shape_ops a third
@@ -114,29 +114,21 @@ def test_the_version_is_defined_once_and_installed_as_such():
     assert version("mil-passes") == mil_passes.__version__
 
 
-@pytest.mark.parametrize(
-    "old, new",
-    [
-        ("mil_passes.mlpackage", "mil_passes.package.io"),
-        ("mil_passes.package_files", "mil_passes.package.files"),
-        ("mil_passes.package_run", "mil_passes.package.optimize"),
-        ("mil_passes.protobuf_check", "mil_passes.package.duplicate_names"),
-        ("mil_passes.declared_types", "mil_passes.package.declared_types"),
-        ("mil_passes.json_output", "mil_passes.cli.json_output"),
-        ("mil_passes.demo", "mil_passes.cli.demo"),
-    ],
-)
-def test_moved_modules_still_import_under_their_old_names(old, new):
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
+def test_the_old_module_paths_of_0x_are_gone():
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("mil_passes.mlpackage")
+
+
+def test_importing_the_placement_module_leaves_the_pipeline_function_in_place():
+    importlib.import_module("mil_passes.placement")
+    assert callable(mil_passes.pipeline)
+    assert mil_passes.PASS_NAMES[0] in mil_passes.pipeline().passes
 
 
 def test_the_product_never_imports_the_test_kit():
     code = (
         "import sys, mil_passes, mil_passes.cli.main, mil_passes.package.optimize, mil_passes.cli.demo, "
-        "mil_passes.lint, mil_passes.optimize; "
+        "mil_passes.lint, mil_passes.runner; "
         "print(sorted(m for m in sys.modules if m.startswith('mil_passes.testing')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

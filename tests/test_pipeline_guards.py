@@ -13,11 +13,12 @@ import coremltools as ct
 from coremltools.converters.mil.mil import types
 
 import mil_passes
-from mil_passes.pipeline import BACKEND_RUNS, GUARDS, INT16_NARROWING
+from mil_passes.placement import BACKEND_RUNS, GUARDS, INT16_NARROWING
 from mil_passes.reference import evaluate
 from mil_passes.testing import assert_equivalent
-from mil_passes.testing.equivalence import apply_pass
-from mil_passes.verify import format_summary, verify_program
+from mil_passes.testing import run_pass
+from mil_passes.cli.text_output import format_summary
+from mil_passes.verify import verify_program
 
 torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
 
@@ -151,6 +152,6 @@ def test_the_pipeline_is_exact_on_each_guarded_program():
     ]
     for build, feeds, sizes in cases:
         after = build()
-        apply_pass(after, mil_passes.pipeline(base))
+        run_pass(after, mil_passes.pipeline(base))
         after.validate()
         assert_equivalent(build(), after, feeds, sizes=sizes)

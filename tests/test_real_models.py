@@ -19,8 +19,8 @@ if MISSING:
     )
 
 from mil_passes.lint import lint  # noqa: E402
-from mil_passes.testing.real_models import convert as convert_or_raise  # noqa: E402
-from mil_passes.testing.real_models import (  # noqa: E402
+from mil_passes.testing.models.real import convert as convert_or_raise  # noqa: E402
+from mil_passes.testing.models.real import (  # noqa: E402
     BY_NAME,
     MODELS,
     PIPELINES,
@@ -124,7 +124,7 @@ def test_gpt2_with_a_flexible_sequence_keeps_12_of_17_shape_ops():
 
 
 def test_trial_inputs_add_the_smallest_and_a_larger_size_on_flexible_axes():
-    from mil_passes.testing.real_models import trial_inputs
+    from mil_passes.testing.models.real import trial_inputs
 
     model = BY_NAME["gpt2_flexible"]
     trials = trial_inputs(model, {"input_ids": np.arange(9, dtype=np.int32).reshape(1, 9)})
@@ -134,7 +134,7 @@ def test_trial_inputs_add_the_smallest_and_a_larger_size_on_flexible_axes():
 
 
 def test_relative_error_is_scaled_by_the_largest_reference_value():
-    from mil_passes.testing.real_models import relative_error
+    from mil_passes.testing.models.real import relative_error
 
     assert relative_error(np.array([1.0, 2.5]), np.array([1.0, 2.0])) == pytest.approx(0.25)
     assert relative_error(np.zeros(0), np.zeros(0)) == 0.0

@@ -23,7 +23,7 @@ from mil_passes.package.optimize import as_read, optimize_package
 from mil_passes.package.runtime_quantization import RULE, lower_runtime_quantization
 from mil_passes.quantization import FLOAT_DTYPES, RANGES, dequantize, fold, quantize
 from mil_passes.reference import evaluate
-from mil_passes.testing import milproto as hand
+from mil_passes.testing.models import handwritten as hand
 
 F32 = lambda *shape: hand.tensor_type("fp32", shape)  # noqa: E731
 

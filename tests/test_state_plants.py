@@ -12,17 +12,16 @@ from hypothesis import strategies as st
 
 from mil_passes.ir import iter_ops
 from mil_passes.reference import evaluate_steps
-from mil_passes.testing.recipe import program_text
-from mil_passes.testing.state_plants import (
+from mil_passes.testing.programs.recipe import program_text
+from mil_passes.testing.plants.states import (
     KINDS,
     StatefulProgram,
     StatePlant,
     check_stateful,
-    fuzz_stateful,
     state_plants,
     stateful_programs,
-    stateful_targets,
 )
+from mil_passes.testing.fuzz.fuzzer import fuzz_stateful, main, stateful_targets
 
 TARGETS = stateful_targets()
 
@@ -131,8 +130,6 @@ def test_a_written_value_also_read_is_what_prefer_state_in_downstream_rewrites()
         assert not check_stateful(plain, "common::prefer_state_in_downstream")
 
 
-def test_the_module_command_is_the_fuzzer_with_states(capsys):
-    from mil_passes.testing.state_plants import main
-
-    assert main(["--pass", "concat_slice_to_slice_concat", "--examples", "3"]) == 0
+def test_the_fuzzer_with_states_fuzzes_stateful_programs(capsys):
+    assert main(["--states", "--pass", "concat_slice_to_slice_concat", "--examples", "3"]) == 0
     assert capsys.readouterr().out.startswith("states:webnn::concat_slice_to_slice_concat: 3 programs, 0 failures")

@@ -10,8 +10,8 @@ import mil_passes
 from coremltools.converters.mil.mil import types
 
 from mil_passes.cli import main
-from mil_passes.testing import stateful_models
-from mil_passes.testing.real_models import pass_pipeline, relative_error
+from mil_passes.testing.models import stateful as stateful_models
+from mil_passes.testing.models.real import pass_pipeline, relative_error
 
 torch = pytest.importorskip("torch")
 ct = pytest.importorskip("coremltools")

@@ -15,11 +15,11 @@ from hypothesis.errors import NoSuchExample
 import mil_passes
 from mil_passes.reference import evaluate
 from mil_passes.ir import iter_ops
-from mil_passes.testing import apply_pass
-from mil_passes.testing.grower import MAX_SYMBOL
-from mil_passes.testing.op_table import OP_TABLE
-from mil_passes.testing.plants import PLANTS
-from mil_passes.testing.recipe import DTYPES, Step, TensorType, program_text, replay_step
+from mil_passes.testing import run_pass
+from mil_passes.testing.programs.grower import MAX_SYMBOL
+from mil_passes.testing.programs.ops import OP_TABLE
+from mil_passes.testing.plants.passes import PLANTS
+from mil_passes.testing.programs.recipe import DTYPES, Step, TensorType, program_text, replay_step
 from mil_passes.testing.strategies import (
     arrays,
     dtypes,
@@ -119,7 +119,7 @@ def test_every_pass_finds_work_in_a_third_of_the_programs():
         before = program_text(drawn.reference())
         for name in passes:
             prog = drawn.build()
-            apply_pass(prog, name)
+            run_pass(prog, name)
             rewritten[name] += program_text(prog) != before
 
     run()

@@ -9,7 +9,7 @@ from packaging.requirements import Requirement
 
 import coremltools as ct
 from benchmarks.matrix import CELLS, SUITES, Cell
-from mil_passes.testing.real_models import FrontendLimitation, _frontend_limitation
+from mil_passes.testing.models.real import FrontendLimitation, _frontend_limitation
 
 try:
     import tomllib
@@ -70,7 +70,7 @@ def test_coremltools_8_expand_to_zero_reps_is_named_in_one_line():
     from coremltools.converters.mil import Builder as mb
     from coremltools.converters.mil.mil import get_new_symbol
 
-    from mil_passes.testing.real_models import _wrong_expand
+    from mil_passes.testing.models.real import _wrong_expand
 
     def build(reps_of):
         @mb.program(input_specs=[mb.TensorSpec((1, get_new_symbol()))], opset_version=ct.target.iOS17)

@@ -8,7 +8,7 @@ pytest.importorskip("torch", reason="torch is the oracle of these tests")
 import coremltools as ct  # noqa: E402
 
 from mil_passes.reference import evaluate  # noqa: E402
-from mil_passes.testing.torch_models import CASES, convert, torch_outputs  # noqa: E402
+from mil_passes.testing.models.torch_modules import CASES, convert, torch_outputs  # noqa: E402
 
 PIPELINES = {"DEFAULT": lambda: ct.PassPipeline.DEFAULT, "EMPTY": lambda: ct.PassPipeline.EMPTY}
 

@@ -17,14 +17,13 @@ from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
 from mil_passes.cli import main
 from mil_passes.package import io as mlpackage
+from mil_passes.cli.text_output import format_row, format_summary
+from mil_passes.runner import run_pass
 from mil_passes.verify import (
     UnknownPipeline,
     VerifyError,
     compare_outputs,
-    format_row,
-    format_summary,
     resolve_pipeline,
-    run_pass,
     verify_package,
     verify_program,
 )
@@ -531,11 +530,19 @@ def test_evaluate_vars_gives_every_value():
 
 
 def test_run_pass_runs_a_registered_pass_with_the_pipelines_options():
-    @mb.program(input_specs=[mb.TensorSpec((2,))])
-    def prog(x):
-        mb.relu(x=x, name="unread")
-        return mb.add(x=x, y=np.float32(1.0), name="y")
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec((2,))])
+        def prog(x):
+            folded = mb.add(x=np.ones(4, np.float32), y=np.float32(1.0), name="folded")
+            return mb.add(x=x, y=mb.slice_by_size(x=folded, begin=[0], size=[2]), name="y")
 
-    pipeline = resolve_pipeline("common::dead_code_elimination")
-    run_pass(prog, pipeline, "common::dead_code_elimination")
-    assert "relu" not in [op.op_type for op in prog.functions["main"].operations]
+        return prog
+
+    name = "common::const_elimination"
+    pipeline = resolve_pipeline(name)
+    pipeline.set_options(name, {"skip_const_by_size": "1"})
+    kept, folded = build(), build()
+    assert run_pass(kept, name, pipeline) is not None
+    run_pass(folded, name)
+    assert "add" in [op.op_type for op in kept.functions["main"].operations if op.name == "folded"]
+    assert "folded" not in [op.name for op in folded.functions["main"].operations if op.op_type == "add"]

@@ -9,7 +9,7 @@ from typing import Callable
 
 from ..examples import streaming_cache_program
 from ..package.io import load, save
-from ..optimize import format_report
+from .text_output import format_report
 from ..package.optimize import optimize_package
 from ..reference.equivalence import assert_equivalent
 

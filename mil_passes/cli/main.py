@@ -56,7 +56,8 @@ def _steps(pass_count: int) -> int:
 
 def _optimize(args: argparse.Namespace) -> int:
     from .json_output import optimize_json
-    from ..optimize import explain, format_report, resolve_pass_names
+    from ..runner import resolve_pass_names
+    from .text_output import explain, format_report
     from ..package.optimize import optimize_package
 
     raise_if_interrupted()  # a checkpoint after the imports (coremltools swallows some interrupts)
@@ -110,7 +111,8 @@ def _lint(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from .json_output import verify_json
-    from ..verify import format_row, format_summary, resolve_pipeline, verify_package
+    from ..verify import resolve_pipeline, verify_package
+    from .text_output import format_row, format_summary
 
     raise_if_interrupted()
     names = resolve_pipeline(args.pipeline).passes  # an unknown name fails before any output
@@ -163,7 +165,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from .catalogue import PASSES
+    from .pass_list import PASSES
 
     for name, summary in PASSES:
         print(f"{name:42s} {summary}")
@@ -292,7 +294,7 @@ def _main(argv: list[str] | None) -> int:
 
 def _user_error(error: Exception) -> str | None:
     """One line for what a user can cause; None for a bug (the traceback is then wanted)."""
-    from ..optimize import UnknownPass
+    from ..runner import UnknownPass
     from ..package.files import PackageError
     from ..verify import VerifyError
 

@@ -16,7 +16,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from ..passes.concat_slice_to_slice_concat import WindowOfConcat
 from ..passes.rename_duplicate_temporaries import RenameDuplicateTemporaries, plan_renames
-from ..pipeline import PASS_NAMES
+from ..placement import PASS_NAMES
 from ..rewriter import Match, PatternPass
 from .ane import refusal_message, refused_join
 from .catalog import severity_of

@@ -1,7 +1,7 @@
 """Pieces of an ML Program protobuf: value types, immediate values, ops, ``const`` ops.
 
 The package's protobuf repairs build new ops with these (``runtime_quantization``), and
-``mil_passes.testing.milproto`` writes whole test packages with them. Values are encoded by
+``mil_passes.testing.models.handwritten`` writes whole test packages with them. Values are encoded by
 coremltools' own MIL serializer helpers (fp16 and int8 go to the ``bytes`` field, as Core ML reads).
 """
 

@@ -19,7 +19,7 @@ from .atomic import replacing
 from .files import require_existing
 from .io import Package, PackageError, check_output_path, read, write_new
 from ..ir import op_counts
-from ..optimize import OptimizeReport, resolve_pass_names, run_passes
+from ..runner import OptimizeReport, resolve_pass_names, run_passes
 
 
 @dataclass

@@ -8,25 +8,23 @@ inputs are ``PIL.Image`` objects of the mode coremltools requires (RGB for RGB/B
 GRAYSCALE, F for GRAYSCALE_FLOAT16) and image outputs come back as ``PIL.Image``. A rank-0 output
 comes back with shape ``(1,)``, as Core ML returns it.
 
-The program is the model's own MIL program when it has one (an ``MLModel`` from ``ct.convert``),
-else it is loaded once from the model's protobuf and weights (an ``MLModel`` loaded from a
-package). Neural-network models have no MIL program: :class:`NotAnMLProgramError`.
+The program is the model's (:mod:`.model_program`); neural-network models have none:
+:class:`NotAnMLProgramError`.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from coremltools.converters.mil.mil import Program
 
-from ..inference import repair_types
 from .errors import PredictionError
 from .interpreter import evaluate, numpy_dtype
+from .model_program import NotAnMLProgramError, description_of, program_of, spec_of
+from .state import State
 
-__all__ = ["predict", "model_program", "NotAnMLProgramError"]
+__all__ = ["predict", "NotAnMLProgramError"]
 
 # Image color spaces of FeatureTypes.proto: (PIL mode coremltools requires, channels, reversed).
 _IMAGE_SPACES = {
@@ -36,17 +34,11 @@ _IMAGE_SPACES = {
     "GRAYSCALE_FLOAT16": ("F", 1, False),
 }
 
-_LOADED: "weakref.WeakKeyDictionary[Any, Program]" = weakref.WeakKeyDictionary()
-
 
 # What Core ML's predict says when an ML Program fails at run time (an invalid index, for example).
 PREDICTION_FAILED = (
     "Unable to compute the prediction using ML Program. It can be an invalid input data or broken/unsupported model"
 )
-
-
-class NotAnMLProgramError(ValueError):
-    """The model is not an ML Program, so it has no MIL program to interpret."""
 
 
 def predict(model: Any, data: Mapping[str, Any] | list[Mapping[str, Any]], state: Any = None) -> Any:
@@ -71,15 +63,15 @@ def predict(model: Any, data: Mapping[str, Any] | list[Mapping[str, Any]], state
         return [predict(model, item) for item in data]
     if not isinstance(data, Mapping):
         raise TypeError(f'"data" must be a dict or a list of dicts, got {type(data).__name__}')
-    spec = _spec_of(model)
+    spec = spec_of(model)
     kind = spec.WhichOneof("Type")
     if kind != "mlProgram":
         raise NotAnMLProgramError(
             f"predict() interprets ML Programs; this model is a '{kind}' model, which has no MIL "
             "program (convert with convert_to='mlprogram')"
         )
-    description, function_name = _description(model, spec)
-    prog = _program_of(model, spec)
+    description, function_name = description_of(model, spec)
+    prog = program_of(model, spec)
     func = prog.functions[function_name]
     feeds = _feeds(description, func, data)
     cells = _state_cells(state, function_name)
@@ -90,65 +82,14 @@ def predict(model: Any, data: Mapping[str, Any] | list[Mapping[str, Any]], state
     return {feature.name: _output(feature, results[feature.name]) for feature in description.output}
 
 
-def model_program(model: Any) -> tuple[Program, str]:
-    """The MIL program ``predict`` runs for ``model``, and the name of the function it calls."""
-    spec = _spec_of(model)
-    kind = spec.WhichOneof("Type")
-    if kind != "mlProgram":
-        raise NotAnMLProgramError(f"this model is a '{kind}' model, which has no MIL program")
-    _, function_name = _description(model, spec)
-    return _program_of(model, spec), function_name
-
-
 def _state_cells(state: Any, function_name: str) -> dict | None:
     if state is None:
         return None
-    from .state import State
-
     if not isinstance(state, State):
         raise TypeError(f"state must come from mil_passes.reference.make_state(model), got {type(state).__name__}")
     if state.function != function_name:
         raise ValueError(f"the state was made for function '{state.function}', not '{function_name}'")
     return state.cells
-
-
-def _spec_of(model: Any):
-    spec = getattr(model, "_spec", None)
-    if spec is None:
-        if not hasattr(model, "get_spec"):
-            raise TypeError(f"predict() needs a coremltools MLModel, got {type(model).__name__}")
-        spec = model.get_spec()
-    return spec
-
-
-def _description(model: Any, spec) -> tuple[Any, str]:
-    description = spec.description
-    if not description.functions:
-        return description, "main"
-    name = getattr(model, "function_name", None) or description.defaultFunctionName
-    for function in description.functions:
-        if function.name == name:
-            return function, name
-    raise ValueError(f"the model has no function '{name}'")
-
-
-def _program_of(model: Any, spec) -> Program:
-    prog = getattr(model, "_mil_program", None)
-    if isinstance(prog, Program):
-        return prog
-    prog = _LOADED.get(model)
-    if prog is None:
-        from coremltools.converters.mil.frontend.milproto.load import load
-
-        weights_dir = getattr(model, "weights_dir", None) or ""
-        prog = load(
-            model_spec=spec,
-            specification_version=spec.specificationVersion,
-            file_weights_dir=str(weights_dir),
-        )
-        repair_types(prog)  # the loader re-infers types, and types a reshape's 0 target literally
-        _LOADED[model] = prog
-    return prog
 
 
 def _feeds(description, func, data: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -23,6 +23,7 @@ from coremltools.models.model import MLState
 
 from .interpreter import describe_type, evaluate, state_array, state_inputs
 from .kernels.state import StateCell
+from .model_program import model_program
 
 __all__ = ["State", "StateError", "make_state", "evaluate_step", "evaluate_steps", "state_inputs", "zero_states"]
 
@@ -89,8 +90,6 @@ def make_state(model: Any) -> State:
     if isinstance(model, Program):
         prog, function = model, "main"
     else:
-        from .predict import model_program
-
         prog, function = model_program(model)
     state = State(prog, function)
     if not state.cells:

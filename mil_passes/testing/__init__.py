@@ -1,7 +1,7 @@
 """Testing tools: feeds, exact equivalence, the ``check_pass`` harness, hypothesis strategies."""
 
-from .equivalence import (
-    apply_pass,
+from .check import (
+    run_pass,
     assert_equivalent,
     assert_same_interface,
     check_pass,
@@ -17,7 +17,7 @@ __all__ = [
     "assert_equivalent",
     "assert_same_interface",
     "check_pass",
-    "apply_pass",
+    "run_pass",
     "op_counts",
     "interface",
 ]

@@ -17,12 +17,12 @@ from coremltools.converters.mil.mil import Program, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 from hypothesis import strategies as st
 
-from .grower import MAX_SYMBOL, SMALL_INT, Grower, shape_of
-from .growth import choose_outputs, grow_program
-from .op_table import OP_TABLE
-from .default_plants import DEFAULT_PLANTS
-from .plants import PLANTS
-from .recipe import DTYPES, DrawnProgram, InputDecl, Recipe, TensorType, function_of
+from .programs.grower import MAX_SYMBOL, SMALL_INT, Grower, shape_of
+from .programs.growth import choose_outputs, grow_program
+from .programs.ops import OP_TABLE
+from .plants.default import DEFAULT_PLANTS
+from .plants.passes import PLANTS
+from .programs.recipe import DTYPES, DrawnProgram, InputDecl, Recipe, TensorType, function_of
 
 INPUT_DTYPES = ("fp32", "fp16", "int32", "bool")
 SYMBOLS = ("S0", "S1")

@@ -14,11 +14,11 @@ from typing import Callable
 
 from coremltools.converters.mil.mil import Var
 
-from . import op_args as elementwise
-from . import op_args_compute as compute
-from . import op_args_movement as movement
+from . import ops_elementwise as elementwise
+from . import ops_compute as compute
+from . import ops_movement as movement
 from .grower import BASIC, FLOAT, NUMERIC, SMALL_INT, Grower, dtype_of, shape_of
-from .op_args import movable
+from .ops_base import movable
 from .recipe import Ref
 
 Accepts = Callable[[Grower, Var], bool]

@@ -166,7 +166,7 @@ def convert(model: StatefulModel, module, feed: Inputs, *, pass_pipeline=None, f
 def reference_steps(mlmodel, feeds: list[Inputs]) -> tuple[list[list[np.ndarray]], dict[str, np.ndarray]]:
     """The converted model stepped on the reference interpreter from ``make_state(mlmodel)``:
     its outputs at each step and its states after the last."""
-    from ..reference import make_state, predict
+    from ...reference import make_state, predict
 
     state = make_state(mlmodel)
     outputs = [list(predict(mlmodel, feed, state=state).values()) for feed in feeds]

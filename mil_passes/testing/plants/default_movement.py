@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from .default_plants_base import float_dtype, runtime, runtime_of_rank, scalar
-from .grower import Grower, dtype_of, is_static, shape_of
-from .recipe import Ref
+from .default_base import float_dtype, runtime, runtime_of_rank, scalar
+from ..programs.grower import Grower, dtype_of, is_static, shape_of
+from ..programs.recipe import Ref
 
 
 def _perm(g: Grower, rank: int) -> list[int]:

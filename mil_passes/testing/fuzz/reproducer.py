@@ -18,7 +18,7 @@ import coremltools as ct
 import numpy as np
 
 from .minimize import Minimized, expected_outputs
-from .recipe import Branch, Recipe, Ref, Step
+from ..programs.recipe import Branch, Recipe, Ref, Step
 
 HEADER = '''"""{title}
 

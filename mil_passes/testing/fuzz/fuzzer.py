@@ -66,18 +66,19 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis.control import current_build_context
 from hypothesis.strategies import SearchStrategy
 
-from ..pipeline import PASS_NAMES, pipeline
-from ..verify import resolve_pipeline, run_pass, verify_program
-from .equivalence import assert_equivalent, check_pass
+from ...placement import PASS_NAMES, pipeline
+from ...runner import run_pass
+from ...verify import resolve_pipeline, verify_program
+from ..check import assert_equivalent, check_pass
 from .failure_class import CRASH, FAILURE_CLASSES, MISCOMPILE, PRECISION, failure_class, feed_for
 from .lint_contract import check_lint_contract
 from .minimize import minimize
-from .recipe import program_text
-from .default_plants import plants_for
-from .state_plants import check_stateful, stateful_programs
-from . import seed_draws
+from ..programs.recipe import program_text
+from ..plants.default import plants_for
+from ..plants.states import check_stateful, stateful_programs
+from ..programs import seed_draws
 from .reproducer import write_reproducer
-from .strategies import NAME_POOL, DrawnProgram, programs
+from ..strategies import NAME_POOL, DrawnProgram, programs
 
 Target: TypeAlias = "str | PassPipeline"
 LINT = "lint"  # the target that checks lint against the passes, not a pass
@@ -243,7 +244,7 @@ def program_before_pass(drawn: DrawnProgram, target: Target, index: int) -> Prog
     resolved = resolve_pipeline([target] if isinstance(target, str) else target)
     prog = drawn.build()
     for name in resolved.passes[: index - 1]:
-        run_pass(prog, resolved, name)
+        run_pass(prog, name, resolved)
     return prog
 
 
@@ -331,7 +332,7 @@ def fuzz(
 ) -> FuzzReport:
     """Check ``target`` on ``examples`` drawn programs; shrink the failures if there are any.
     ``progress`` gets the report after each program; ``check`` replaces the target's checker
-    (for another kind of drawn program, such as :mod:`~mil_passes.testing.state_plants`')."""
+    (for another kind of drawn program, such as :mod:`~mil_passes.testing.plants.states`')."""
     strategy = strategy_for(name) if strategy is None else strategy
     report = FuzzReport(name)
     check = checker(name) if check is None else check
@@ -451,6 +452,30 @@ def _results(
     with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=context) as pool:
         futures = [pool.submit(_rendered, name, examples, at, reproducers) for name in names]
         yield from (future.result() for future in futures)
+
+
+def stateful_targets() -> dict[str, str | PassPipeline]:
+    """Every pass of the package, then its pipeline (after EMPTY) on its own."""
+    from ...placement import PASS_NAMES, pipeline
+
+    targets: dict[str, str | PassPipeline] = {name: name for name in PASS_NAMES}
+    targets["pipeline"] = pipeline(PassPipeline.EMPTY)
+    return targets
+
+
+def fuzz_stateful(name: str, target: str | PassPipeline, *, examples: int = 100, at: int = 0):
+    """:func:`fuzz` of ``target`` on drawn stateful programs, each checked
+    by :func:`check_stateful`; a :class:`FuzzReport`."""
+    from .fuzzer import fuzz
+
+    return fuzz(
+        name,
+        target,
+        examples=examples,
+        at=at,
+        strategy=stateful_programs(),
+        check=lambda drawn, chosen: check_stateful(drawn, chosen),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

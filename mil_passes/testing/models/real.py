@@ -450,7 +450,7 @@ def prepare(model: RealModel, seed: int = 0) -> Prepared:
 def max_error(mlmodel, trials: Sequence[tuple[Inputs, list[np.ndarray]]]) -> float:
     """The largest relative error of any output on any trial (reference interpreter vs torch);
     NaN when a NaN shows up in either."""
-    from ..reference import predict
+    from ...reference import predict
 
     worst = 0.0
     for inputs, wanted in trials:
@@ -482,7 +482,7 @@ def round_trip(mlmodel, folder: str, trials: Sequence[tuple[Inputs, list[np.ndar
 
     import coremltools as ct
 
-    from ..cli import main
+    from ...cli import main
 
     source, fixed = os.path.join(folder, "model.mlpackage"), os.path.join(folder, "fixed.mlpackage")
     mlmodel.save(source)

@@ -12,9 +12,9 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from .default_plants_base import float_dtype, near, runtime, runtime_of_rank, scalar
-from .grower import Grower
-from .recipe import Ref
+from .default_base import float_dtype, near, runtime, runtime_of_rank, scalar
+from ..programs.grower import Grower
+from ..programs.recipe import Ref
 
 
 def plant_gelu_exact(g: Grower) -> list[Ref]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from .default_plants_activation import dtype_np
-from .default_plants_base import float_dtype, near, runtime, runtime_of_rank, scalar
-from .grower import Grower
-from .recipe import Ref
+from .default_activation import dtype_np
+from .default_base import float_dtype, near, runtime, runtime_of_rank, scalar
+from ..programs.grower import Grower
+from ..programs.recipe import Ref
 
 
 def _weights(g: Grower, dtype: str, shape: tuple[int, ...]) -> np.ndarray:

@@ -19,7 +19,7 @@ from coremltools.converters.mil.mil import Function, Program, Var, types
 from coremltools.converters.mil.mil.program import Symbol, get_existing_symbol
 from coremltools.converters.mil.mil.types.symbolic import k_used_symbols
 
-from ..ir import iter_ops
+from ...ir import iter_ops
 
 DTYPES: dict[str, Any] = {
     "fp32": np.float32,

@@ -21,9 +21,9 @@ from coremltools.converters.mil.mil import Program
 
 from coremltools.converters.mil.mil import types
 
-from ..ir import input_vars, iter_ops
-from ..reference.interpreter import evaluate_vars
-from ..verify import TOLERANCE, PassRow
+from ...ir import input_vars, iter_ops
+from ...reference.interpreter import evaluate_vars
+from ...verify import TOLERANCE, PassRow
 
 MISCOMPILE, CRASH, PRECISION = "miscompile", "crash", "precision"
 FAILURE_CLASSES = (MISCOMPILE, CRASH, PRECISION)

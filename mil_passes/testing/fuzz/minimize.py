@@ -18,10 +18,10 @@ import numpy as np
 from coremltools.converters.mil.mil import Program, Var, types
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 
-from ..reference.interpreter import evaluate_vars
-from ..verify import PassRow, VerifyError, resolve_pipeline, verify_program
-from .recipe import Arg, Branch, InputDecl, Recipe, Ref, Step, function_of, replay_step
-from .strategies import INPUT_DTYPES
+from ...reference.interpreter import evaluate_vars
+from ...verify import PassRow, VerifyError, resolve_pipeline, verify_program
+from ..programs.recipe import Arg, Branch, InputDecl, Recipe, Ref, Step, function_of, replay_step
+from ..strategies import INPUT_DTYPES
 
 MAX_CHECKS = 2000
 
@@ -348,7 +348,7 @@ def _inputs_shrunk(recipe: Recipe, feeds: dict) -> Iterator[tuple[Recipe, dict]]
 
 def expected_outputs(recipe: Recipe, feeds: dict) -> dict[str, np.ndarray]:
     """The outputs of ``recipe``'s program on ``feeds`` under the reference interpreter."""
-    from ..reference import evaluate
+    from ...reference import evaluate
 
     with np.errstate(all="ignore"):
         return evaluate(recipe.build(), feeds)

@@ -16,8 +16,8 @@ from typing import Mapping, Sequence
 import numpy as np
 from coremltools import proto
 
-from ..package.milproto import DTYPES, MIL, Operation, Value, ValueType, const, immediate, operation, tensor_type
-from ..quantization import FLOAT_DTYPES
+from ...package.milproto import DTYPES, MIL, Operation, Value, ValueType, const, immediate, operation, tensor_type
+from ...quantization import FLOAT_DTYPES
 
 __all__ = [
     "DTYPES",

@@ -18,7 +18,7 @@ from .grower import (
     shape_of,
 )
 from .recipe import Operand, Ref
-from .op_args import axis_arg, factor, shape_arg
+from .ops_base import axis_arg, factor, shape_arg
 
 
 def add_concat(g: Grower, op_type: str, x: Ref) -> list[Ref] | None:

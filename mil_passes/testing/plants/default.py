@@ -13,13 +13,13 @@ from functools import partial
 
 from hypothesis import strategies as st
 
-from . import default_plants_activation as activation
-from . import default_plants_linear as linear
-from . import default_plants_movement as movement
-from . import default_plants_quantization as quantization
-from .grower import Grower
-from .plants import PLANTS, Plant
-from .recipe import Ref
+from . import default_activation as activation
+from . import default_linear as linear
+from . import default_movement as movement
+from . import default_quantization as quantization
+from ..programs.grower import Grower
+from .passes import PLANTS, Plant
+from ..programs.recipe import Ref
 
 _OWN: dict[str, Plant] = {
     "gelu_exact": activation.plant_gelu_exact,

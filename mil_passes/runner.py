@@ -1,18 +1,20 @@
-"""Run the package's passes on a Program and report what changed (``package.optimize`` does it for a
-saved model: the path of the ``optimize`` and ``demo`` commands)."""
+"""Run passes on a Program: one registered pass (:func:`run_pass`, the one way the package, verify,
+the fuzzer and the tests run a pass), or the package's passes with a report of what changed
+(:func:`run_passes`; ``package.optimize`` does it for a saved model)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 from coremltools.converters.mil.mil import Program
+from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline, PassPipelineManager
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from .lint import Finding, lint
-from .pipeline import PASS_NAMES, PIPELINE_ORDER
+from .placement import PASS_NAMES, PIPELINE_ORDER
 from .rewriter import Refusal
 from .ir import op_counts
 
@@ -71,6 +73,20 @@ def resolve_pass_names(pass_names: Iterable[str] | None = None) -> list[str]:
     return names
 
 
+def run_pass(prog: Program, name: str | PassPipeline, options_of: PassPipeline | None = None) -> Any:
+    """Run the registered pass ``name`` on ``prog`` in place, with the options the pipeline
+    ``options_of`` sets for it; a ``PassPipeline`` given as ``name`` runs whole. Returns the pass
+    instance (``None`` for a pipeline): its ``last_result`` or ``renames`` say what it did."""
+    if isinstance(name, PassPipeline):
+        PassPipelineManager.apply_pipeline(prog, name)
+        return None
+    instance = PASS_REGISTRY[name]
+    if options_of is not None:
+        instance.set_options(options_of.get_options(name))
+    instance(prog)
+    return instance
+
+
 def run_passes(
     prog: Program,
     pass_names: Iterable[str] | None = None,
@@ -90,62 +106,10 @@ def run_passes(
     for name in names + (list(CLEANUP) if cleanup else []):
         if on_pass is not None:
             on_pass(name)
-        instance = PASS_REGISTRY[name]
         start = time.perf_counter()
-        instance(prog)
+        instance = run_pass(prog, name)
         seconds = time.perf_counter() - start
         rewritten, refusals = _rewritten(instance)
         runs.append(PassRun(name, seconds, rewritten, refusals))
     prog.validate()
     return OptimizeReport(ops_before, op_counts(prog), findings_before, lint(prog), runs)
-
-
-def format_report(report: OptimizeReport) -> str:
-    """A table like onnxsim's: op counts by type before and after, findings, time per pass."""
-    rows = [("op type", "before", "after")]
-    for op_type in sorted(set(report.ops_before) | set(report.ops_after)):
-        before, after = report.ops_before.get(op_type, 0), report.ops_after.get(op_type, 0)
-        rows.append((op_type, str(before), str(after) + (" *" if after != before else "")))
-    rows.append(("total", str(sum(report.ops_before.values())), str(sum(report.ops_after.values()))))
-    rules = sorted({f.rule for f in report.findings_before + report.findings_after})
-    for rule in rules:
-        rows.append(
-            (
-                f"finding {rule}",
-                str(sum(f.rule == rule for f in report.findings_before)),
-                str(sum(f.rule == rule for f in report.findings_after)),
-            )
-        )
-    lines = _table(rows)
-    lines.append("")
-    lines.extend(
-        _table(
-            [("pass", "rewrites", "left", "ms")]
-            + [
-                (
-                    run.name,
-                    "-" if run.rewritten is None else str(run.rewritten),
-                    str(len(run.refusals)),
-                    f"{run.seconds * 1e3:.1f}",
-                )
-                for run in report.passes
-            ]
-        )
-    )
-    return "\n".join(lines)
-
-
-def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))  # noqa: E731
-    return [fmt(rows[0]), "  ".join("-" * w for w in widths)] + [fmt(row) for row in rows[1:]]
-
-
-def explain(report: OptimizeReport) -> str:
-    """Each match a pass refused, and why, grouped by pass."""
-    lines = []
-    for run in report.passes:
-        if run.refusals:
-            lines.append(f"{run.name} left {len(run.refusals)} unchanged:")
-            lines.extend(f"  {refusal}" for refusal in run.refusals)
-    return "\n".join(lines) if lines else "no pass refused a match"

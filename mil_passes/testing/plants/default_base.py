@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from .grower import NUMERIC, Grower, dtype_of, shape_of
-from .recipe import DTYPES, Ref
+from ..programs.grower import NUMERIC, Grower, dtype_of, shape_of
+from ..programs.recipe import DTYPES, Ref
 
 
 def float_dtype(g: Grower) -> str:

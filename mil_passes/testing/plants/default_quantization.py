@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from .default_plants_base import runtime, runtime_of_rank, scalar
-from .grower import Grower
-from .recipe import Ref
+from .default_base import runtime, runtime_of_rank, scalar
+from ..programs.grower import Grower
+from ..programs.recipe import Ref
 
 
 def _params(g: Grower, zero_point_dtype: str | None = None) -> tuple[str, dict]:

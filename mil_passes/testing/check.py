@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from coremltools.converters.mil.mil import Program
-from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline, PassPipelineManager
-from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 
 from ..ir import op_counts
+from ..runner import run_pass
 from ..reference.equivalence import assert_equivalent, assert_same_interface, compare_output, interface
 from ..reference.feeds import random_array, random_inputs
 
 __all__ = [
-    "apply_pass",
+    "run_pass",
     "assert_equivalent",
     "assert_same_interface",
     "check_pass",
@@ -23,14 +23,6 @@ __all__ = [
     "random_array",
     "random_inputs",
 ]
-
-
-def apply_pass(prog: Program, pass_name: str | PassPipeline) -> None:
-    """Run a registered pass (``"webnn::..."``) or a whole PassPipeline on ``prog``."""
-    if isinstance(pass_name, PassPipeline):
-        PassPipelineManager.apply_pipeline(prog, pass_name)
-    else:
-        PASS_REGISTRY[pass_name](prog)
 
 
 def check_pass(
@@ -51,7 +43,7 @@ def check_pass(
     changes nothing (the printed program is identical).
     """
     before, after = build(), build()
-    apply_pass(after, pass_name)
+    run_pass(after, pass_name)
     after.validate()
     if list(after.functions) != list(before.functions):
         raise AssertionError(f"functions changed: before {list(before.functions)}, after {list(after.functions)}")
@@ -68,7 +60,7 @@ def check_pass(
             function=function,
         )
     printed = str(after)
-    apply_pass(after, pass_name)
+    run_pass(after, pass_name)
     again = str(after)
     if again != printed:
         raise AssertionError(f"{pass_name} is not idempotent: a second run changed\n{printed}\ninto\n{again}")

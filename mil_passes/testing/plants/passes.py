@@ -15,9 +15,10 @@ import numpy as np
 from coremltools.converters.mil.mil import Var
 from hypothesis import strategies as st
 
-from .grower import BASIC, MAX_ELEMENTS, NUMERIC, Grower, dtype_of, is_static, numel, shape_of
-from .op_args import add_select, factor, movable, operand
-from .recipe import DTYPES, Operand, Ref
+from ..programs.grower import BASIC, MAX_ELEMENTS, NUMERIC, Grower, dtype_of, is_static, numel, shape_of
+from ..programs.ops_base import factor, movable, operand
+from ..programs.ops_elementwise import add_select
+from ..programs.recipe import DTYPES, Operand, Ref
 
 Plant = Callable[[Grower], "list[Ref]"]
 

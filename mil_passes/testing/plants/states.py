@@ -35,17 +35,15 @@ from coremltools.converters.mil.mil import Function, Program, types
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from hypothesis import strategies as st
 
-from ..reference.state import evaluate_steps
-from .equivalence import apply_pass
-from .recipe import program_text
+from ...reference.state import evaluate_steps
+from ...runner import run_pass
+from ..programs.recipe import program_text
 
 __all__ = [
     "StatePlant",
     "StatefulProgram",
     "stateful_programs",
     "check_stateful",
-    "fuzz_stateful",
-    "stateful_targets",
     "KINDS",
 ]
 
@@ -264,7 +262,7 @@ def check_stateful(drawn: StatefulProgram, target: str | PassPipeline, steps: in
     after every step bit for bit. Returns whether the program printed differently after."""
     before, after = drawn.build(), drawn.build()
     with contextlib.redirect_stderr(io.StringIO()):  # a pipeline draws a progress bar
-        apply_pass(after, target)
+        run_pass(after, target)
     after.validate()
     want_inputs, got_inputs = (list(p.functions["main"].inputs) for p in (before, after))
     if want_inputs != got_inputs:
@@ -293,43 +291,3 @@ def _same_bits(want: np.ndarray, got: np.ndarray) -> bool:
     if want.dtype != got.dtype or want.shape != got.shape:
         return False
     return bool(np.array_equal(np.ascontiguousarray(want).view(np.uint8), np.ascontiguousarray(got).view(np.uint8)))
-
-
-def stateful_targets() -> dict[str, str | PassPipeline]:
-    """Every pass of the package, then its pipeline (after EMPTY) on its own."""
-    from ..pipeline import PASS_NAMES, pipeline
-
-    targets: dict[str, str | PassPipeline] = {name: name for name in PASS_NAMES}
-    targets["pipeline"] = pipeline(PassPipeline.EMPTY)
-    return targets
-
-
-def fuzz_stateful(name: str, target: str | PassPipeline, *, examples: int = 100, at: int = 0):
-    """:func:`~mil_passes.testing.fuzz.fuzz` of ``target`` on drawn stateful programs, each checked
-    by :func:`check_stateful`; a :class:`~mil_passes.testing.fuzz.FuzzReport`."""
-    from .fuzz import fuzz
-
-    return fuzz(
-        name,
-        target,
-        examples=examples,
-        at=at,
-        strategy=stateful_programs(),
-        check=lambda drawn, chosen: check_stateful(drawn, chosen),
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m mil_passes.testing.state_plants [ARGS]``: ``python -m mil_passes.testing.fuzz
-    --states [ARGS]`` (every target of :func:`stateful_targets` by default); exit 1 on a failure."""
-    import sys
-
-    from .fuzz import main as fuzz_main
-
-    return fuzz_main(["--states", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

@@ -10,10 +10,10 @@ from __future__ import annotations
 from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
-from ..lint import lint
-from ..pipeline import PASS_NAMES
-from .recipe import program_text
-from .strategies import DrawnProgram
+from ...lint import lint
+from ...placement import PASS_NAMES
+from ..programs.recipe import program_text
+from ..strategies import DrawnProgram
 
 
 def changes(prog: Program, pass_name: str) -> bool:

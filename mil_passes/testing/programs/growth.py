@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .grower import BASIC, NUMERIC, Grower, dtype_of, is_static, shape_of
-from .default_plants import DEFAULT_PLANTS
-from .plants import PLANTS
+from ..plants.default import DEFAULT_PLANTS
+from ..plants.passes import PLANTS
 from .recipe import Ref
 
 
