@@ -11,7 +11,7 @@ the ``models`` and ``optests`` extras, as ``make test`` has them) is installed o
 has a CPU wheel at hand (``--torch-pythons``, default 3.11): elsewhere pip would pull a multi-GB CUDA
 build, so tests that need torch skip with their reason.
 Writes ``benchmarks/results/matrix.md`` (``--report``; a run of some cells replaces only their rows),
-the tables of README.md and docs/supported-versions.md (``--no-pages`` to leave them), and exits 1 when
+the table of docs/supported-versions.md (``--no-pages`` to leave it), and exits 1 when
 a cell's demo or tests fail.
 """
 
@@ -177,8 +177,7 @@ def run_cell(cell: Cell, args, log) -> dict[str, str]:
 
 
 COLUMNS = ("cell", "suite", "python", "coremltools", "numpy", "torch", "demo", "tests", "minutes")
-# The README's shorter table, between these markers (docs/supported-versions.md gets every column).
-README_COLUMNS = ("coremltools", "python", "numpy", "torch", "demo", "suite", "tests")
+# docs/supported-versions.md's table lies between these markers.
 BEGIN, END = "<!-- matrix:begin -->", "<!-- matrix:end -->"
 
 
@@ -222,7 +221,6 @@ def write_report(args, rows: list[dict[str, str]]) -> None:
         f"{table(merged)}\n"
     )
     if args.pages:
-        write_between_markers(ROOT / "README.md", table(merged, README_COLUMNS))
         write_between_markers(ROOT / "docs" / "supported-versions.md", table(merged))
 
 
@@ -234,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--torch-pythons", default="3.11", help="Pythons that get torch (a CPU wheel at hand)")
     parser.add_argument("--report", type=Path, default=ROOT / "benchmarks" / "results" / "matrix.md")
     parser.add_argument("--report-only", action="store_true", help="rewrite the tables from the report, run nothing")
-    parser.add_argument("--no-pages", dest="pages", action="store_false", help="leave README.md and docs/ alone")
+    parser.add_argument("--no-pages", dest="pages", action="store_false", help="leave docs/supported-versions.md alone")
     parser.add_argument("--list", action="store_true", help="print the cells and their interpreters, run nothing")
     args = parser.parse_args(argv)
     args.torch_pythons = args.torch_pythons.split(",")

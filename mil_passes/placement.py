@@ -28,6 +28,13 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
     # static mask whole, and after fold_shape_ops, which may give the mask's shape constants; before
     # the next canonicalize_uint8_select, which turns select(band, 0, ones) of a constant v into a cast.
     ("webnn::band_part_difference_to_select", "common::remove_symbolic_reshape"),
+    # Neural Engine placement: ops Core ML runs on the CPU become ops it runs on the Neural Engine
+    # (docs/neural-engine.md). A gather's indices and a topk's k are constants after
+    # const_elimination; after fold_shape_ops, which folds the gathers of shape vectors whole.
+    ("webnn::gather_to_slice", "common::remove_symbolic_reshape"),
+    ("webnn::topk_to_argmax", "common::remove_symbolic_reshape"),
+    # Needs static shapes: after fold_shape_ops; its reshapes are merged by merge_consecutive_reshapes.
+    ("webnn::matmul_rank5_to_rank4", "common::remove_symbolic_reshape"),
     # Again: removing a window can bring a condition next to what canonicalizes it, as in
     # logical_not(slice(concat(logical_not(x), c))) (found by the fuzzer, as above).
     ("webnn::canonicalize_uint8_select", "common::remove_symbolic_reshape"),

@@ -56,6 +56,8 @@ class RewritePattern(ABC, Generic[M]):
     op_types: ClassVar[tuple[str, ...]] = ()
     #: The lint rule a match of this pattern is reported under.
     rule: ClassVar[str] = ""
+    #: What every refusal of this pattern shares, for lint's grouped report ("": each its own reason).
+    refused_because: ClassVar[str] = ""
 
     @abstractmethod
     def match(self, op: Operation) -> M | Refusal | None:
@@ -68,6 +70,11 @@ class RewritePattern(ABC, Generic[M]):
     def describe(self, op: Operation, match: M) -> str:
         """One line: what ``rewrite`` will do to ``op`` (without the pass's name)."""
         return f"{op.op_type} '{op.name}' is rewritten ({type(self).__name__})"
+
+    def cause(self, op: Operation, match: M) -> str:
+        """:meth:`describe` without what names ``op``: what matches repeated per layer share
+        (lint's grouped report; "" for the rule's own words)."""
+        return ""
 
 
 @dataclass(frozen=True)

@@ -35,3 +35,19 @@ def evaluates(drawn) -> bool:
     except (ValueError, UnsupportedOpError):
         return False
     return True
+
+
+def without_placement(findings):
+    """``findings`` without the Neural Engine placement rules' (tests/test_neural_engine_rules.py
+    checks those): what a test of a pass's dry run or of the protobuf checks is about."""
+    from mil_passes.lint.placement import RULES
+
+    placement = {rule.id for rule in RULES}
+    return [f for f in findings if (f["rule"] if isinstance(f, dict) else f.rule) not in placement]
+
+
+def pass_lint(prog: Program, **options):
+    """lint's findings of the package's passes (:func:`without_placement`)."""
+    from mil_passes.lint import lint
+
+    return without_placement(lint(prog, **options))

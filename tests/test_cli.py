@@ -16,19 +16,21 @@ import pytest
 import coremltools as ct
 from coremltools import proto
 from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import get_new_symbol
+from coremltools.converters.mil.mil import get_new_symbol, types
 
 from mil_passes import PASS_NAMES
 from mil_passes.package import io as mlpackage
 from mil_passes.placement import PIPELINE_ORDER
 from mil_passes.cli import main, progress_enabled
 from mil_passes.examples import streaming_cache_program
+from mil_passes.lint.placement import RULES as PLACEMENT_RULES
 from mil_passes.testing.models import handwritten as hand
 from mil_passes.testing.check import assert_equivalent
 
 MODEL = "Data/com.apple.CoreML/model.mlmodel"
 WEIGHTS = "Data/com.apple.CoreML/weights/weight.bin"
 REFUSED = "ane-refused-slice-of-concat"
+PLACEMENT_RULE_IDS = {rule.id for rule in PLACEMENT_RULES}
 
 
 def run(capsys, *argv):
@@ -74,17 +76,25 @@ def test_lint_reports_the_24_refused_windows_and_exits_1(streaming, capsys):
     status, out, err = run(capsys, "lint", streaming)
     assert status == 1 and err == ""
     lines = out.strip().splitlines()
-    assert sum(line.startswith(f"error: [{REFUSED}]") for line in lines) == 24
+    (grouped,) = [line for line in lines if line.startswith(f"error: [{REFUSED}]")]
+    assert grouped.startswith(f"error: [{REFUSED}] 24 slice_by_index: ") and len(grouped) <= 200
+    assert "placement on every chip from M1/A14: 99 ops, 99 off the Neural Engine" in out
+    assert lines[-1] == f"{streaming}: 24 errors, 0 warnings, 4 infos; --all lists each"
+
+    status, out, _ = run(capsys, "lint", streaming, "--all")
+    assert sum(line.startswith(f"error: [{REFUSED}]") for line in out.splitlines()) == 24
     assert "slice_by_index 'layer0_next_cache' cuts [7:15] (offset 7, width 8)" in out
-    assert lines[-1] == f"{streaming}: 24 errors, 0 warnings, 0 infos"
 
     status, out, _ = run(capsys, "lint", streaming, "--json")
     document = json.loads(out)
     assert status == 1
     assert document["schema"] == "mil-passes/lint/1" and document["path"] == str(streaming)
-    assert document["counts"] == {"error": 24, "warning": 0, "info": 0}
+    assert document["counts"] == {"error": 24, "warning": 0, "info": 4}
     assert set(document["findings"][0]) == {"rule", "severity", "op", "message", "fix"}
-    assert {f["fix"] for f in document["findings"]} == {"webnn::concat_slice_to_slice_concat"}
+    refused = [f for f in document["findings"] if f["rule"] == REFUSED]
+    assert len(refused) == 24 and {f["fix"] for f in refused} == {"webnn::concat_slice_to_slice_concat"}
+    placement = document["placement"]
+    assert (placement["ops"], placement["off_ane"], placement["segments"]) == (99, 99, 1)
 
 
 def test_optimize_fixes_the_windows_and_the_result_lints_clean(streaming, tmp_path, capsys):
@@ -94,12 +104,14 @@ def test_optimize_fixes_the_windows_and_the_result_lints_clean(streaming, tmp_pa
     assert status == 0 and err == ""  # stdout is not a terminal: no progress bar
     assert out.startswith(f"optimize {streaming} -> {fixed}")
     assert f"finding {REFUSED}      24      0" in out
-    assert "webnn::concat_slice_to_slice_concat" in out and "findings left: none" in out
+    assert "webnn::concat_slice_to_slice_concat" in out
+    assert "findings left:\n  info: [ane-last-axis-padding] 4 places" in out  # an 8-wide cache: a cost
     assert tree_digest(streaming) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fixed.mlpackage"]  # no staging left
 
     status, out, _ = run(capsys, "lint", fixed)
-    assert (status, out.strip()) == (0, f"{fixed}: no findings")
+    assert status == 0 and out.strip().endswith(f"{fixed}: 0 errors, 0 warnings, 4 infos; --all lists each")
+    assert "placement on every chip from M1/A14: 123 ops, 0 off the Neural Engine, 1 segment" in out
     assert_equivalent(mlpackage.load(streaming), mlpackage.load(fixed), trials=2)
 
 
@@ -111,7 +123,7 @@ def test_optimize_json_is_the_documented_schema(streaming, tmp_path, capsys):
     assert document["schema"] == "mil-passes/optimize/1"
     assert document["ops"]["before"]["concat"] == 24 and document["ops"]["after"]["concat"] == 48
     assert sum(f["rule"] == REFUSED for f in document["findings"]["before"]) == 24
-    assert document["findings"]["after"] == []
+    assert {f["rule"] for f in document["findings"]["after"]} == {"ane-last-axis-padding"}
     assert [p["name"] for p in document["passes"]] == list(PIPELINE_ORDER) + ["common::dead_code_elimination"]
     concat_pass = document["passes"][PIPELINE_ORDER.index("webnn::concat_slice_to_slice_concat")]
     assert concat_pass["rewritten"] == 24
@@ -137,7 +149,9 @@ def window_of_runtime_concat():
     """The concat pass refuses this window: one concat input has a run-time size."""
     frames = get_new_symbol()
 
-    @mb.program(input_specs=[mb.TensorSpec((1, 4, 8)), mb.TensorSpec((1, 4, frames))], opset_version=ct.target.iOS17)
+    specs = [mb.TensorSpec((1, 4, 8), dtype=types.fp16), mb.TensorSpec((1, 4, frames), dtype=types.fp16)]
+
+    @mb.program(input_specs=specs, opset_version=ct.target.iOS17)
     def prog(cache, x):
         joined = mb.concat(values=(cache, x), axis=-1, name="joined")
         window = mb.slice_by_index(
@@ -154,9 +168,7 @@ def test_explain_says_why_each_refused_match_was_left(tmp_path, capsys):
     assert status == 0
     assert "webnn::concat_slice_to_slice_concat left 1 unchanged:" in out
     assert "  slice_by_index 'window': concat input 'x' has a run-time size on axis 2" in out
-    assert (
-        "findings left:\n  info: [slice-of-concat] slice_by_index 'window': concat input 'x' has a run-time size" in out
-    )
+    assert "info: [slice-of-concat] slice_by_index 'window': concat input 'x' has a run-time size" in out
 
 
 def test_webnn_package_is_reported_then_fixed(tmp_path, capsys):
@@ -174,19 +186,20 @@ def test_webnn_package_is_reported_then_fixed(tmp_path, capsys):
     ]
     source = hand.write_package(hand.ml_program([("x", f32), ("y", f32)], ops, ["out"]), tmp_path / "w.mlpackage")
     status, out, _ = run(capsys, "lint", source, "--json")
-    rules = [f["rule"] for f in json.loads(out)["findings"]]
+    rules = [f["rule"] for f in json.loads(out)["findings"] if f["rule"] not in PLACEMENT_RULE_IDS]
     assert status == 1 and rules == ["duplicate-name", "non-bool-condition", "bool-simplification"]
 
     fixed = tmp_path / "fixed.mlpackage"
     status, out, _ = run(capsys, "optimize", source, "-o", fixed, "--json")
     document = json.loads(out)
-    assert status == 0 and document["findings"]["after"] == []
-    assert [f["rule"] for f in document["findings"]["before"]] == [
+    assert status == 1  # written; the fp32 ops stay off the Neural Engine (ane-fp32-compute)
+    assert {f["rule"] for f in document["findings"]["after"]} == {"ane-fp32-compute", "ane-last-axis-padding"}
+    assert [f["rule"] for f in document["findings"]["before"] if f["rule"] not in PLACEMENT_RULE_IDS] == [
         "duplicate-name",
         "non-bool-condition",
         "bool-simplification",
     ]
-    assert run(capsys, "lint", fixed)[0] == 0
+    assert run(capsys, "lint", fixed)[0] == 1  # ane-fp32-compute
     assert_equivalent(mlpackage.load(source), mlpackage.load(fixed), trials=3)
 
 
@@ -560,12 +573,13 @@ def test_optimize_reports_the_findings_lint_finds_in_the_written_file(tmp_path):
     source = mlpackage.save(while_loop_holding_a_cond(), tmp_path / "loop.mlpackage")
     output = tmp_path / "fixed.mlpackage"
     optimized = fresh_cli("optimize", source, "-o", output, "--json")
-    assert optimized.returncode == 0, optimized.stderr
+    assert optimized.returncode == 1, optimized.stderr  # the fp32 loop stays off the Neural Engine
     report = json.loads(optimized.stdout)
     for path, findings in ((source, report["findings"]["before"]), (output, report["findings"]["after"])):
         linted = fresh_cli("lint", path, "--json")
-        assert linted.returncode == 0, linted.stderr
-        assert json.loads(linted.stdout)["findings"] == findings == []  # no const_0 twice: the file has one
+        assert linted.returncode == 1, linted.stderr
+        assert json.loads(linted.stdout)["findings"] == findings
+        assert "duplicate-name" not in {f["rule"] for f in findings}  # no const_0 twice: the file has one
     assert report["ops"]["after"] == {
         "add": 2, "cond": 1, "greater": 1, "identity": 1, "less": 1, "mul": 1, "while_loop": 1
     }  # fmt: skip

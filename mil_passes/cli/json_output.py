@@ -9,7 +9,18 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
       "schema": "mil-passes/lint/1",
       "path": "model.mlpackage",                     # as given on the command line
       "findings": [Finding, ...],                    # errors first, then warnings, then infos
-      "counts": {"error": 1, "warning": 0, "info": 0}
+      "counts": {"error": 1, "warning": 0, "info": 0},
+      "placement": {                                 # where Core ML is predicted to run each op
+        "chips": ["M1/A14", ...],                    # the chip families checked (--chip: one)
+        "ops": 120,                                  # non-const ops (each function's top level)
+        "off_ane": 3,                                # of them, taken off the Neural Engine by a rule
+        "unknown": 0,                                # of them, ops no rule could judge
+        "segments": 3,                               # maximal runs of consecutive ops on one side
+        "boundaries": 2,                             # segments - 1: copies between compute units
+        "off_by_rule": {"ane-topk-sort": 1, ...},    # ops each rule takes off
+        "runs": [{"unit": "ane" | "cpu_gpu", "ops": 57, "first": "op name", "last": "op name",
+                  "rules": ["ane-topk-sort"]}, ...]  # the segments in program order
+      }
     }
 
 ``mil-passes/optimize/1``::
@@ -59,7 +70,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from ..lint import SEVERITIES, Finding
+from ..lint import SEVERITIES, Finding, Placement
 from ..package.optimize import PackageRun
 from ..verify import Verification
 
@@ -68,15 +79,18 @@ OPTIMIZE_SCHEMA = "mil-passes/optimize/1"
 VERIFY_SCHEMA = "mil-passes/verify/1"
 
 
-def lint_json(path: str | Path, findings: Iterable[Finding]) -> dict:
+def lint_json(path: str | Path, findings: Iterable[Finding], placement: Placement | None = None) -> dict:
     """The ``lint --json`` document."""
     findings = list(findings)
-    return {
+    document = {
         "schema": LINT_SCHEMA,
         "path": str(path),
         "findings": [finding.as_dict() for finding in findings],
         "counts": {severity: sum(f.severity == severity for f in findings) for severity in SEVERITIES},
     }
+    if placement is not None:
+        document["placement"] = placement.as_dict()
+    return document
 
 
 def optimize_json(run: PackageRun) -> dict:

@@ -84,28 +84,37 @@ def _optimize(args: argparse.Namespace) -> int:
 
 
 def _print_findings(when: str, findings) -> None:
+    from .grouped_findings import grouped
+
     if not findings:
         print(f"findings {when}: none")
         return
     print(f"findings {when}:")
-    for finding in findings:
-        print(f"  {finding}")
+    for line in grouped(findings):
+        print(f"  {line}")
 
 
 def _lint(args: argparse.Namespace) -> int:
     from .json_output import lint_json
     from ..lint import SEVERITIES
+    from ..lint.dry_run import checked_families
     from ..package.io import read
+    from .grouped_findings import findings_lines, placement_line, segment_lines
 
     raise_if_interrupted()
-    findings = read(args.input).lint()
+    checked_families(args.chip)  # an unknown chip fails before the model is read
+    findings, placement = read(args.input).lint_report(args.chip)
     if args.json:
-        print(json.dumps(lint_json(args.input, findings), indent=2))
+        print(json.dumps(lint_json(args.input, findings, placement), indent=2))
     else:
-        for finding in findings:
-            print(finding)
+        for line in findings_lines(findings, every=args.all):
+            print(line)
+        print(placement_line(placement))
+        if args.explain:
+            print("\n".join(segment_lines(placement)))
         counts = ", ".join(_count(sum(f.severity == s for f in findings), s) for s in SEVERITIES)
-        print(f"{args.input}: {counts}" if findings else f"{args.input}: no findings")
+        hidden = "" if args.all or len(findings_lines(findings)) == len(findings) else "; --all lists each"
+        print(f"{args.input}: {counts}{hidden}" if findings else f"{args.input}: no findings")
     return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
 
 
@@ -208,6 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
     lint = commands.add_parser("lint", help="what Core ML would refuse or hide in a model")
     lint.add_argument("input", metavar="IN", help="an .mlpackage, or an .mlmodel holding an ML Program")
     lint.add_argument("--json", action="store_true", help="print the findings as JSON (mil-passes/lint/1)")
+    lint.add_argument(
+        "--chip",
+        metavar="NAME",
+        help="check the Neural Engine rules for one chip (M1 … M5, A14 … A19; default: every chip from M1/A14)",
+    )
+    lint.add_argument("--all", action="store_true", help="list every finding (default: repeats grouped into one line)")
+    lint.add_argument("--explain", action="store_true", help="list the segments of the predicted placement")
     lint.set_defaults(run=_lint)
 
     verify = commands.add_parser(
@@ -295,10 +311,11 @@ def _main(argv: list[str] | None) -> int:
 def _user_error(error: Exception) -> str | None:
     """One line for what a user can cause; None for a bug (the traceback is then wanted)."""
     from ..runner import UnknownPass
+    from ..lint.chips import UnknownChip
     from ..package.files import PackageError
     from ..verify import VerifyError
 
-    if isinstance(error, (PackageError, UnknownPass, VerifyError)):
+    if isinstance(error, (PackageError, UnknownPass, VerifyError, UnknownChip)):
         return str(error)
     if isinstance(error, OSError):
         where = f"{error.filename}: " if error.filename else ""

@@ -24,4 +24,16 @@ PASSES: tuple[tuple[str, str], ...] = (
         "webnn::band_part_difference_to_select",
         "Rewrite every float ``v - band_part(v)`` (torch's triu/tril) as a select of 0 and ``v``.",
     ),
+    (
+        "webnn::gather_to_slice",
+        "Rewrite every gather by constant indices as slices (a concat of slices for several runs).",
+    ),
+    (
+        "webnn::topk_to_argmax",
+        "Rewrite every descending k=1 topk read for its index alone as a reduce_argmax.",
+    ),
+    (
+        "webnn::matmul_rank5_to_rank4",
+        "Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes.",
+    ),
 )

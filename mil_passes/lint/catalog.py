@@ -1,5 +1,8 @@
 """Every lint rule: its id, severity, what it finds, what fixes it, and the evidence it rests on.
 
+The rules of the package's passes are written here; the Neural Engine placement rules are values
+of :mod:`.placement` (with their chips, consequence and sources) and join this table as they are.
+
 Severity policy (see :data:`~mil_passes.lint.findings.SEVERITIES`): **error** when Core ML will
 refuse the model, or load it and silently run it on another compute unit or compute something
 else; **warning** when it is likely wrong or slow and the user can act; **info** for a tidy-up a
@@ -116,6 +119,16 @@ RULES: dict[str, Rule] = {
         ),
     )
 }
+
+
+def _placement_rules() -> dict[str, Rule]:
+    """The Neural Engine placement rules (:mod:`.placement`), as the docs show them."""
+    from .placement import RULES as PLACEMENT
+
+    return {r.id: Rule(r.id, r.severity, r.finds, r.fix_pass or r.advice, r.evidence) for r in PLACEMENT}
+
+
+RULES.update(_placement_rules())
 
 
 def severity_of(rule: str) -> str:

@@ -14,12 +14,17 @@ _MADE_UP = re.compile(r"\bis\d+\b")
 
 
 class DimNames:
-    """Maps each symbol of a program's flexible inputs to the input and axis that declare it."""
+    """Maps each symbol of a program's flexible inputs to the input and axis that declare it.
 
-    def __init__(self, words: Mapping[str, str]) -> None:
+    ``enumerated`` names the inputs whose flexibility is a set of shapes (``ct.EnumeratedShapes``)
+    rather than a range."""
+
+    def __init__(self, words: Mapping[str, str], enumerated: frozenset[str] = frozenset()) -> None:
         self.words = dict(words)
+        self.enumerated = enumerated
         names = sorted(self.words, key=len, reverse=True)
         self._pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
+        self._short: dict[str, str] = {}
 
     @classmethod
     def of_program(cls, prog: Program, ranges: Mapping[tuple[str, int], str] | None = None) -> DimNames:
@@ -27,8 +32,10 @@ class DimNames:
         has it. ``ranges[(input, axis)]`` (e.g. ``"1–64"``) is added when given, else the range of
         the function's input types (``ct.RangeDim``) when it has them."""
         words: dict[str, str] = {}
+        enumerated = {name for (name, _), extent in (ranges or {}).items() if extent.startswith("one of")}
         functions = sorted(prog.functions.items(), key=lambda item: item[0] != "main")
         for _, func in functions:
+            enumerated |= _enumerated_inputs(func)
             declared = _declared_ranges(func)
             for name, var in func.inputs.items():
                 for axis, dim in enumerate(getattr(var, "shape", ()) or ()):
@@ -37,13 +44,24 @@ class DimNames:
                     extent = (ranges or {}).get((name, axis)) or declared.get((name, axis))
                     detail = f"flexible, {extent}" if extent else "flexible"
                     words[str(dim)] = f"input '{name}' axis {axis} ({detail})"
-        return cls(words)
+        return cls(words, frozenset(enumerated))
+
+    def flexible(self) -> str:
+        """The flexible input axes, in words (``input 'ids' axis 1 (flexible, 1–64), …``); "" if none."""
+        return ", ".join(dict.fromkeys(self.words.values()))
 
     def __call__(self, text: str) -> str:
-        """``text`` with every known symbol replaced by its words, and made-up ones by plain words."""
+        """``text`` with every known symbol replaced by its words, and made-up ones (sizes computed
+        at run time, which no input declares) by short names ``n1``, ``n2``… in order of first
+        use."""
         if self._pattern is not None:
             text = self._pattern.sub(lambda m: self.words[m.group(1)], text)
-        return _MADE_UP.sub("a size known only at run time", text)
+        return _MADE_UP.sub(lambda m: self._short.setdefault(m.group(0), f"n{len(self._short) + 1}"), text)
+
+
+def _enumerated_inputs(func: Any) -> set[str]:
+    """Inputs a conversion declared with ``ct.EnumeratedShapes``."""
+    return {t.name for t in getattr(func, "input_types", None) or () if hasattr(getattr(t, "shape", None), "shapes")}
 
 
 def _declared_ranges(func: Any) -> dict[tuple[str, int], str]:

@@ -1,10 +1,11 @@
-"""Lint of a Program: a dry run of the package's passes.
+"""Lint of a Program: a dry run of the package's passes, then the Neural Engine placement rules.
 
 Each pass is asked what it would rewrite (its own matchers, run without rewriting) and each
 answer becomes a finding whose ``fix`` names the pass; a candidate the pass leaves unchanged
 becomes a finding with ``fix=None`` and the pass's reason. So a finding names a pass exactly
-when that pass would change the program. The only rule no pass implements here, the Neural
-Engine refusal, is applied to the windows the concat-slice pass matches (:mod:`.ane`).
+when that pass would change the program. The Neural Engine refusal of a streaming-cache window
+is applied to the windows the concat-slice pass matches (:mod:`.placement.refused_window`); the
+placement rules (:mod:`.placement`) add what no pass rewrites, and predict where each op runs.
 """
 
 from __future__ import annotations
@@ -18,16 +19,22 @@ from ..passes.concat_slice_to_slice_concat import WindowOfConcat
 from ..passes.rename_duplicate_temporaries import RenameDuplicateTemporaries, plan_renames
 from ..placement import PASS_NAMES
 from ..rewriter import Match, PatternPass
-from .ane import refusal_message, refused_join
-from .catalog import severity_of
+from . import chips as chip_families
+from .catalog import RULES, severity_of
 from .dims import DimNames
 from .findings import Finding, by_severity
+from .placement import RULES as PLACEMENT_RULES
+from .placement import WHOLE_MODEL_RULES, Placement, assess
+from .placement.refused_window import REFUSED_CAUSE, refusal_message, refused_join
 
 Words = Callable[[str], str]
+PLACEMENT_RULE_IDS = frozenset(rule.id for rule in PLACEMENT_RULES)
 
 
-def _finding(rule: str, op: str, message: str, fix: str | None) -> Finding:
-    return Finding(rule, severity_of(rule), op, message, fix)
+def _finding(rule: str, op, message: str, fix: str | None, cause: str = "") -> Finding:
+    """A finding about ``op`` (an Operation, or a name); ``cause`` defaults to what the rule finds."""
+    name, op_type = (op, "") if isinstance(op, str) else (op.name, op.op_type)
+    return Finding(rule, severity_of(rule), name, message, fix, op_type, cause or RULES[rule].finds)
 
 
 def _match_finding(found: Match, pass_name: str, words: Words) -> Finding:
@@ -36,8 +43,16 @@ def _match_finding(found: Match, pass_name: str, words: Words) -> Finding:
         join = refused_join(op, found.match[0])
         if join is not None:
             message = refusal_message(op, found.match[0], join)
-            return _finding("ane-refused-slice-of-concat", op.name, message, pass_name)
-    return _finding(found.pattern.rule, op.name, words(found.describe()), pass_name)
+            return _finding("ane-refused-slice-of-concat", op, message, pass_name, REFUSED_CAUSE)
+    return _finding(found.pattern.rule, op, words(found.describe()), pass_name, found.pattern.cause(op, found.match))
+
+
+def _refusal_cause(refused: Match, words: Words) -> str:
+    shared = refused.pattern.refused_because
+    if not shared:
+        return words(refused.match.reason)
+    flexible = words.flexible() if isinstance(words, DimNames) else ""
+    return f"{shared}, from {flexible}: expected with flexible inputs" if flexible else shared
 
 
 def _pattern_findings(instance: PatternPass, pass_name: str, prog: Program, words: Words) -> list[Finding]:
@@ -45,7 +60,7 @@ def _pattern_findings(instance: PatternPass, pass_name: str, prog: Program, word
     findings = [_match_finding(found, pass_name, words) for found in matches]
     for refused in refusals:
         message = f"{words(refused.describe())}; {pass_name} leaves it"
-        findings.append(_finding(refused.pattern.rule, refused.op.name, message, None))
+        findings.append(_finding(refused.pattern.rule, refused.op, message, None, _refusal_cause(refused, words)))
     return findings
 
 
@@ -84,15 +99,35 @@ def pass_findings(prog: Program, pass_name: str, words: Words | None = None) -> 
     raise TypeError(f"{pass_name} cannot say what it would change (no dry run for {type(instance).__name__})")
 
 
-def lint(prog: Program, *, dims: DimNames | None = None) -> list[Finding]:
+def lint(prog: Program, *, dims: DimNames | None = None, chip: str | None = None) -> list[Finding]:
     """Every finding in ``prog`` (all functions, nested blocks included), errors first.
 
-    ``dims`` names run-time dims in the user's words (default: from ``prog``'s inputs).
+    ``dims`` names run-time dims in the user's words (default: from ``prog``'s inputs); ``chip``
+    (``"M1"``, ``"A17 Pro"``, ``"H16"``…) narrows the Neural Engine rules to that chip's family
+    (default: every family from the M1 / A14 up). Raises ``ValueError`` for an unknown chip.
     """
+    return lint_report(prog, dims=dims, chip=chip)[0]
+
+
+def checked_families(chip: str | None) -> frozenset[int]:
+    """The chip families ``chip`` names (every family for None); ``ValueError`` naming the known chips."""
+    return chip_families.ALL if chip is None else frozenset({chip_families.family_of(chip).number})
+
+
+def lint_report(
+    prog: Program, *, dims: DimNames | None = None, chip: str | None = None
+) -> tuple[list[Finding], Placement]:
+    """:func:`lint`'s findings and the predicted Neural Engine placement of ``prog``'s ops."""
     if not isinstance(prog, Program):
         raise TypeError(f"lint() needs a coremltools MIL Program, got {type(prog).__name__}")
+    checked = checked_families(chip)
     words = dims or DimNames.of_program(prog)
     findings: list[Finding] = []
     for pass_name in PASS_NAMES:
         findings.extend(pass_findings(prog, pass_name, words))
-    return by_severity(findings)
+    # A placement rule's candidate its pass leaves is the placement rule's to report, with its consequence.
+    findings = [f for f in findings if f.fix is not None or f.rule not in PLACEMENT_RULE_IDS]
+    whole = next((f for f in findings if f.rule in WHOLE_MODEL_RULES), None)
+    reported = {(f.rule, f.op) for f in findings}
+    placement_findings, placement = assess(prog, checked=checked, dims=words, reported=reported, whole_model=whole)
+    return by_severity(findings + placement_findings), placement

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 #: Most severe first. error: Core ML will refuse the model or silently run it elsewhere or wrong;
@@ -14,16 +14,21 @@ SEVERITIES = ("error", "warning", "info")
 @dataclass(frozen=True)
 class Finding:
     """One problem: a stable ``rule`` id, its ``severity``, the op it is about, why, and ``fix``:
-    the pass that fixes it (``"webnn::…"``), or ``None`` when no pass does."""
+    the pass that fixes it (``"webnn::…"``), or ``None`` when no pass does.
+
+    ``op_type`` and ``cause`` (the message without what names the op: what findings repeated per
+    layer share) serve the grouped text report; the JSON document has the first five."""
 
     rule: str
     severity: str
     op: str
     message: str
     fix: str | None = None
+    op_type: str = field(default="", compare=False)
+    cause: str = field(default="", compare=False)
 
     def as_dict(self) -> dict[str, str | None]:
-        return asdict(self)
+        return {"rule": self.rule, "severity": self.severity, "op": self.op, "message": self.message, "fix": self.fix}
 
     def __str__(self) -> str:
         fix = f" (fix: {self.fix})" if self.fix else ""

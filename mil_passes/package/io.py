@@ -36,7 +36,8 @@ from .declared_types import (
     inferred_type,
     repair_types,
 )
-from ..lint import DimNames, Finding, by_severity, lint
+from ..lint import DimNames, Finding, by_severity, lint_report
+from ..lint.placement import Placement
 from ..lint.dims import ranges_of_description
 from .atomic import remove_stale_staging, replacing, scratch_folder
 from .files import MANIFEST, ModelFiles, PackageError, check_weights, locate, path_problem, read_spec
@@ -74,11 +75,16 @@ class Package:
     files: ModelFiles | None = None
     op_changes: Counter = field(default_factory=Counter)
 
-    def lint(self) -> list[Finding]:
+    def lint(self, chip: str | None = None) -> list[Finding]:
         """The protobuf check's findings and :func:`~mil_passes.lint.lint`'s, errors first; run-time
         dims named by the inputs and ranges the model declares."""
+        return self.lint_report(chip)[0]
+
+    def lint_report(self, chip: str | None = None) -> tuple[list[Finding], Placement]:
+        """:meth:`lint`'s findings and the predicted Neural Engine placement (``chip``: one chip's family)."""
         dims = DimNames.of_program(self.program, ranges_of_description(self.spec.description))
-        return by_severity(self.findings + lint(self.program, dims=dims))
+        findings, placement = lint_report(self.program, dims=dims, chip=chip)
+        return by_severity(self.findings + findings), placement
 
 
 def read(path: str | Path) -> Package:

@@ -257,6 +257,7 @@ class FoldReshapeTarget(RewritePattern[ReshapePlan]):
 
     op_types = ("reshape",)
     rule = "runtime-shape"
+    refused_because = "depends on sizes known only at run time"
 
     def __init__(self, values: Values | None = None) -> None:
         self.values = values if values is not None else Values()
@@ -287,6 +288,7 @@ class FoldShapeValue(RewritePattern[list]):
 
     op_types = tuple(RULES)
     rule = "runtime-shape"
+    refused_because = "depends on sizes known only at run time"
 
     def __init__(self, values: Values | None = None) -> None:
         self.values = values if values is not None else Values()

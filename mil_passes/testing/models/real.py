@@ -14,6 +14,8 @@ classification models with only those two registration modules stubbed.
 
 from __future__ import annotations
 
+import json
+
 import sys
 import types
 from dataclasses import dataclass, field
@@ -467,11 +469,12 @@ def max_error(mlmodel, trials: Sequence[tuple[Inputs, list[np.ndarray]]]) -> flo
 @dataclass(frozen=True)
 class RoundTrip:
     """The command on a saved model: exit statuses of ``optimize`` and of ``lint`` of its output,
-    and the reloaded output's largest relative error vs torch."""
+    the reloaded output's largest relative error vs torch, and the rules of the errors lint left."""
 
     optimize_status: int
     lint_status: int
     error: float
+    errors_left: tuple[str, ...] = ()
 
 
 def round_trip(mlmodel, folder: str, trials: Sequence[tuple[Inputs, list[np.ndarray]]]) -> RoundTrip:
@@ -488,5 +491,8 @@ def round_trip(mlmodel, folder: str, trials: Sequence[tuple[Inputs, list[np.ndar
     mlmodel.save(source)
     with contextlib.redirect_stdout(io.StringIO()):
         optimized = main(["optimize", source, "-o", fixed, "--quiet"])
-        linted = main(["lint", fixed])
-    return RoundTrip(optimized, linted, max_error(ct.models.MLModel(fixed, skip_model_load=True), trials))
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        linted = main(["lint", fixed, "--json"])
+    findings = json.loads(printed.getvalue())["findings"]
+    errors = tuple(sorted({f["rule"] for f in findings if f["severity"] == "error"}))
+    return RoundTrip(optimized, linted, max_error(ct.models.MLModel(fixed, skip_model_load=True), trials), errors)

@@ -19,6 +19,7 @@ from ..programs.grower import BASIC, MAX_ELEMENTS, NUMERIC, Grower, dtype_of, is
 from ..programs.ops_base import factor, movable, operand
 from ..programs.ops_elementwise import add_select
 from ..programs.recipe import DTYPES, Operand, Ref
+from .placement import PLACEMENT_PLANTS
 
 Plant = Callable[[Grower], "list[Ref]"]
 
@@ -239,7 +240,7 @@ def plant_band_part_difference(g: Grower) -> list[Ref]:
     apart), the band_part now and then also an output; and the look-alikes that stay: an int32
     ``v``, the frontend's bool form through int32 casts, a band_part of another var."""
     bounds = {"lower": g.ints(g.draw(st.integers(-1, 3))), "upper": g.ints(g.draw(st.integers(-1, 3)))}
-    form = g.choose(("float", "float", "float", "int32", "bool", "other"))
+    form = g.choose(("float", "float", "float", "float", "int32", "bool", "other"))
     if form == "bool":
         flag = _matrices(g, ("bool",))
         kept = g.emit("band_part", {"x": flag, **bounds})[0]
@@ -266,4 +267,5 @@ PLANTS: dict[str, Plant] = {
     "fold_shape_ops": plant_shape_chain,
     "canonicalize_uint8_select": plant_bool_round_trip,
     "rename_duplicate_temporaries": plant_duplicate_names,
+    **PLACEMENT_PLANTS,
 }

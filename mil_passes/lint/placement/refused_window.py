@@ -10,7 +10,7 @@ return code 22) exactly when all four hold —
 4. a ``concat`` or ``stack`` then joins the slice with other tensors.
 
 Starts 0/8/16/24/32 and widths 1, 2, 4, 9, 12, 31, 32, 33, 64 compile. Core ML then loads the model
-without an error and runs every op on the CPU. See ``docs/evidence.md``. The predicate is applied
+without an error and runs every op on the CPU. See ``docs/neural-engine.md``. The predicate is applied
 to the windows ``webnn::concat_slice_to_slice_concat`` matches, which is what removes them.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from coremltools.converters.mil.mil import Operation
 
-from ..passes.concat_slice_to_slice_concat import Window
+from ...passes.concat_slice_to_slice_concat import Window
 
 ALIGNMENT = 8
 BAD_WIDTH_PERIOD = 32
@@ -38,6 +38,10 @@ def refused_join(op: Operation, window: Window) -> Operation | None:
         return None
     joins = [c for c in window.output.child_ops if c.op_type in JOINS and len(c.values) > 1]
     return joins[0] if joins else None
+
+
+#: What every refused window shares (the grouped report's words).
+REFUSED_CAUSE = "a misaligned window of a concat's last axis, joined again: the ANE compiler refuses the whole model"
 
 
 def refusal_message(op: Operation, window: Window, join: Operation) -> str:

@@ -1,0 +1,115 @@
+"""``webnn::matmul_rank5_to_rank4``: a rank-5 batched matmul as a rank-4 one between reshapes.
+
+Given (attention over heads and windows, written with two batch axes)::
+
+    %y = matmul(x=%q, y=%k, transpose_y=True)                  # %q, %k: (2, 3, 4, 8, 16)
+
+Result::
+
+    %y_x = reshape(x=%q, shape=[6, 4, 8, 16])
+    %y_y = reshape(x=%k, shape=[6, 4, 8, 16])
+    %y_mm = matmul(x=%y_x, y=%y_y, transpose_y=True)             # (6, 4, 8, 8)
+    %y = reshape(x=%y_mm, shape=[2, 3, 4, 8, 8])
+
+The Neural Engine's matrix-multiply backend rejects a rank-5 batched matmul and the rank-4 form
+compiles (ane-guide, chapter 4; its validator: "depth > 1 is not supported for MatMult", the D of
+N, D, C, H, W). The leading batch axes are merged so the operands have rank 4: each matrix
+product is the same, of the same matrices, so the result is bit for bit the same. The same holds
+for a ``linear`` whose input has rank 5 or more ("ANE cannot support Linear with input rank >= 5").
+
+Shapes must be static. The merged axes must be equal in both operands, or all 1 in one of them
+(broadcast whole); an operand of rank 2 multiplies every batch as it is. Vectors (rank 1) are left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from coremltools.converters.mil.mil import Operation
+from coremltools.converters.mil.mil.types.symbolic import any_symbolic
+
+from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from . import register
+
+
+@dataclass(frozen=True)
+class Merge:
+    """The rank-4 (or rank-2) shapes the operands are reshaped to, and the output's own shape."""
+
+    x: tuple[int, ...] | None  # None: the operand stays as it is
+    y: tuple[int, ...] | None
+    out: tuple[int, ...]
+
+
+def _merged(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
+    """``shape`` padded to ``rank`` with leading 1s, its first ``rank - 3`` axes merged into one."""
+    padded = (1,) * (rank - len(shape)) + shape
+    lead = rank - 3
+    return (int(np.prod(padded[:lead])), *padded[lead:])
+
+
+def plan(x_shape: tuple, y_shape: tuple | None, out_shape: tuple) -> Merge | str:
+    """How to merge the batch axes, or why not (``y_shape`` None: a linear's input alone)."""
+    shapes = [s for s in (x_shape, y_shape) if s is not None]
+    if any(any_symbolic(s) for s in (*shapes, out_shape)):
+        return "a size is known only at run time"
+    x_shape, out_shape = tuple(map(int, x_shape)), tuple(map(int, out_shape))
+    if y_shape is None:
+        return Merge(_merged(x_shape, len(x_shape)), None, out_shape)
+    y_shape = tuple(map(int, y_shape))
+    if min(len(x_shape), len(y_shape)) < 2:
+        return "an operand is a vector"
+    rank = max(len(x_shape), len(y_shape))
+    lead = rank - 3
+    padded = [(1,) * (rank - len(s)) + s for s in (x_shape, y_shape)]
+    heads = [p[:lead] for p in padded]
+    if heads[0] != heads[1] and not any(all(d == 1 for d in h) for h in heads):
+        return "the merged batch axes broadcast against each other"
+    new = [None if len(s) == 2 else _merged(s, rank) for s in (x_shape, y_shape)]
+    return Merge(new[0], new[1], out_shape)
+
+
+class Rank5Matmul(RewritePattern[Merge]):
+    """``matmul`` with an operand of rank ≥ 5 (or ``linear`` with such an input) → rank 4 between reshapes."""
+
+    op_types = ("matmul", "linear")
+    rule = "ane-rank5-matmul"
+
+    def match(self, op: Operation) -> Merge | Refusal | None:
+        operands = (op.x, op.y) if op.op_type == "matmul" else (op.x,)
+        if any(v.shape is None for v in operands) or all(len(v.shape) < 5 for v in operands):
+            return None
+        y_shape = tuple(op.y.shape) if op.op_type == "matmul" else None
+        merge = plan(tuple(op.x.shape), y_shape, tuple(op.outputs[0].shape))
+        return Refusal(op, merge) if isinstance(merge, str) else merge
+
+    def describe(self, op: Operation, match: Merge) -> str:
+        return (
+            f"{op.op_type} '{op.name}' multiplies rank-{len(op.x.shape)} operands, which the Neural Engine's "
+            f"matmul rejects: it becomes a rank-{len(match.x or op.x.shape)} {op.op_type} between reshapes"
+        )
+
+    def cause(self, op: Operation, match: Merge) -> str:
+        return "multiplies rank-5 operands, which the Neural Engine's matmul rejects: a rank-4 one between reshapes"
+
+    def rewrite(self, op: Operation, match: Merge, rewriter: Rewriter) -> None:
+        out = op.outputs[0]
+        inputs = dict(op.inputs)
+        for side, shape in (("x", match.x), ("y", match.y)):
+            if shape is not None:
+                target = np.array(shape, np.int32)
+                inputs[side] = rewriter.emit(op, "reshape", f"{out.name}_{side}", x=inputs[side], shape=target)
+        product = rewriter.emit(op, op.op_type, f"{out.name}_{op.op_type}", **inputs)
+        back = rewriter.emit(op, "reshape", out.name, x=product, shape=np.array(match.out, np.int32))
+        rewriter.replace(out, back)
+
+
+@register("matmul_rank5_to_rank4")
+class MatmulRank5ToRank4(PatternPass):
+    """Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes."""
+
+    name = "webnn::matmul_rank5_to_rank4"
+
+    def patterns(self) -> list[RewritePattern]:
+        return [Rank5Matmul()]

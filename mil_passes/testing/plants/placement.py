@@ -1,0 +1,116 @@
+"""Plants of the Neural Engine rewrites: a gather by constant indices, a k=1 topk read for its
+index, a rank-5 matmul — each with the look-alikes its pass must leave (run-time indices, too many
+runs, values read, broadcast batch axes)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..programs.grower import NUMERIC, SMALL_INT, Grower, dtype_of, is_static, numel, shape_of
+from ..programs.recipe import DTYPES, Ref
+
+FLOATS = ("fp32", "fp16")
+
+
+def _static_var(
+    g: Grower, dtypes: tuple[str, ...], min_rank: int, fallback: tuple[int, ...], run_time: bool = False
+) -> Ref:
+    """A visible var of one of ``dtypes``, of rank ≥ ``min_rank``, with a static size somewhere, and
+    no value known only in part (coremltools' value inference of a gather or topk trips on symbols);
+    ``run_time``: computed when the program runs (a gather of a known value is const_elimination's)."""
+    ref = g.pick(
+        lambda v: (
+            dtype_of(v) in dtypes
+            and len(shape_of(v)) >= min_rank
+            and any(map(is_static, shape_of(v)))
+            and numel(shape_of(v)) <= 64
+            and (v.sym_val is None or v.val is not None)
+            and not (run_time and v.val is not None)
+        )
+    )
+    return ref if ref is not None else g.emit("identity", {"x": g.const(g.choose(dtypes), fallback)})[0]
+
+
+def plant_constant_gather(g: Grower) -> list[Ref]:
+    """``gather(x, const indices, axis)``: runs of consecutive positions (one, several, more than
+    the pass takes), negative and repeated indices, a 0-d index; now and then run-time indices."""
+    x = _static_var(g, NUMERIC + SMALL_INT if g.ios17 else NUMERIC, 1, (2, 6, 3), run_time=not g.chance(6))
+    shape = shape_of(g.var(x))
+    axis = g.choose([i for i, d in enumerate(shape) if is_static(d)])
+    size = int(shape[axis])
+    form = g.choose(("run", "run", "runs", "runs", "runs", "scalar", "many", "runtime"))
+    if form == "scalar":
+        indices = g.ints(g.draw(st.integers(-size, size - 1)))
+    elif form == "many":
+        indices = g.ints(g.draw(st.lists(st.integers(0, size - 1), min_size=6, max_size=10)))
+    else:
+        runs = 1 if form == "run" else g.draw(st.integers(2, 4))
+        positions: list[int] = []
+        for _ in range(runs):
+            start = g.draw(st.integers(0, size - 1))
+            positions += range(start, g.draw(st.integers(start + 1, size)))
+        indices = g.ints([p - size if g.chance(4) else p for p in positions])
+    operand: np.ndarray | Ref = indices
+    if form == "runtime":
+        operand = g.emit("identity", {"x": indices})[0]  # an identity of a const: known only once folded
+    axis_arg = axis - len(shape) if g.draw(st.booleans()) else axis
+    return g.emit("gather", {"x": x, "indices": operand, "axis": g.ints(axis_arg)})
+
+
+def plant_top_index(g: Grower) -> list[Ref]:
+    """``topk(x, k)`` read for its indices, its values, or both; k = 1 mostly, ascending or not."""
+    x = _static_var(g, FLOATS + ("int32",), 1, (2, 5), run_time=not g.chance(6))
+    shape = shape_of(g.var(x))
+    axis = g.choose([i for i, d in enumerate(shape) if is_static(d)])
+    k = 1 if g.draw(st.integers(0, 6)) else min(2, int(shape[axis]))
+    args = {"x": x, "k": g.ints(k), "axis": g.ints(axis - len(shape) if g.draw(st.booleans()) else axis)}
+    args["ascending"] = np.bool_(g.chance(6))
+    values, indices = g.emit("topk", args)
+    read = g.choose(("indices",) * 5 + ("values", "both"))
+    if read == "indices":  # out of sight, so the values become no output (every unused var does)
+        g.scopes[-1][:] = [ref for ref in g.scopes[-1] if ref != values]
+    return {"indices": [indices], "values": [values], "both": [values, indices]}[read]
+
+
+def _seeded(g: Grower, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A const of small integers from one drawn seed: a rank-5 operand drawn element by element
+    would fill hypothesis's buffer, and the programs it overran would be dropped with every other
+    plant they held."""
+    rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
+    return rng.integers(-4, 5, size=shape).astype(DTYPES[dtype])
+
+
+def plant_rank5_matmul(g: Grower) -> list[Ref]:
+    """A batched matmul with rank-5 operands: equal batch axes, one broadcast whole, a matrix, a
+    rank-3 right side; now and then batch axes that broadcast against each other (left)."""
+    dtype = g.choose(FLOATS)
+    a, b, c, m, k, n = (g.draw(st.integers(1, 3)) for _ in range(6))
+    form = g.choose(("equal", "equal", "whole", "matrix", "rank3", "crossed"))
+    x_shape = (a, b, c, m, k)
+    y_shape = {
+        "equal": (a, b, c, k, n),
+        "whole": (1, 1, c, k, n),
+        "matrix": (k, n),
+        "rank3": (c, k, n),
+        "crossed": (1, b, c, k, n) if a > 1 else (a, 2, c, k, n) if b == 1 else (a, 1, c, k, n),
+    }[form]
+    transpose_x, transpose_y = g.chance(3), g.chance(3)
+    if transpose_x:
+        x_shape = (*x_shape[:-2], k, m)
+    if transpose_y and len(y_shape) >= 2:
+        y_shape = (*y_shape[:-2], y_shape[-1], y_shape[-2])
+    x = g.emit("identity", {"x": _seeded(g, dtype, x_shape)})[0]
+    if g.draw(st.booleans()):
+        x = g.emit("add", {"x": x, "y": g.const(dtype, ())})[0]  # computed, not a const
+    y_value = _seeded(g, dtype, y_shape)
+    y = y_value if g.draw(st.booleans()) else g.emit("identity", {"x": y_value})[0]
+    flags = {"transpose_x": np.bool_(transpose_x), "transpose_y": np.bool_(transpose_y)}
+    return g.emit("matmul", {"x": x, "y": y, **flags})
+
+
+PLACEMENT_PLANTS = {
+    "gather_to_slice": plant_constant_gather,
+    "topk_to_argmax": plant_top_index,
+    "matmul_rank5_to_rank4": plant_rank5_matmul,
+}

@@ -1,0 +1,68 @@
+"""The stateful Llama decoder of testing/models/llama.py at its tiny shape: converted as the
+stateful-model guide converts it, a prompt and decode steps on the reference interpreter match
+torch stepped the same way, logits and caches, within fp16 error."""
+
+import numpy as np
+import pytest
+
+from mil_passes.testing.models import llama
+from mil_passes.testing.models.real import relative_error
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+FP16_TOLERANCE = 1e-2  # relative to torch's fp32 logits: the program computes in fp16
+
+
+@pytest.fixture(scope="module")
+def converted():
+    module = llama.build(llama.TINY)
+    return module, llama.convert(module, llama.TINY)
+
+
+def test_the_program_has_the_two_fp16_cache_states_and_flexible_inputs(converted):
+    _, mlmodel = converted
+    func = mlmodel._mil_program.functions["main"]
+    states = {name: var for name, var in func.inputs.items() if name in llama.STATE_NAMES}
+    assert {name: tuple(var.shape) for name, var in states.items()} == dict.fromkeys(
+        llama.STATE_NAMES, llama.TINY.cache_shape
+    )
+    ops = {op.op_type for op in func.operations}
+    assert {"read_state", "slice_update", "coreml_update_state", "softmax"} <= ops
+    assert all(not isinstance(dim, int) for dim in func.inputs["causalMask"].shape[2:])
+
+
+def test_a_prompt_and_decode_steps_match_torch_in_logits_and_caches(converted):
+    from mil_passes.reference import make_state, predict
+
+    module, mlmodel = converted
+    stepper, state = llama.TorchStepper(module), make_state(mlmodel)
+    for feed in llama.decode_feeds(llama.TINY, prompt=4, steps=3):
+        want = stepper.step(feed)
+        got = predict(mlmodel, feed, state=state)["logits"]
+        assert got.dtype == np.float16 and got.shape == want.shape == (1, feed["inputIds"].shape[1], llama.TINY.vocab)
+        assert relative_error(got, want) <= FP16_TOLERANCE
+    for name, cache in stepper.caches().items():
+        assert np.abs(cache[:, :, :, :7]).max() > 0 and not cache[:, :, :, 7:].any()  # 7 positions written
+        assert relative_error(state.read_state(name), cache) <= FP16_TOLERANCE
+
+
+def test_the_mask_lets_each_token_see_its_own_position_and_those_before():
+    mask = llama.causal_mask(2, 5)
+    assert mask.shape == (1, 1, 2, 5) and mask.dtype == np.float16
+    assert (mask[0, 0] == 0).tolist() == [[True] * 4 + [False], [True] * 5]
+
+
+def test_feeds_and_shapes():
+    feeds = llama.decode_feeds(llama.TINY, prompt=3, steps=2)
+    assert [f["inputIds"].shape for f in feeds] == [(1, 3), (1, 1), (1, 1)]
+    assert [f["causalMask"].shape[-1] for f in feeds] == [3, 4, 5]
+    with pytest.raises(ValueError, match="do not fit a context of 16"):
+        llama.decode_feeds(llama.TINY, prompt=10, steps=7)
+    assert llama.LLAMA_1B.with_layers(4).layers == 4 and llama.LLAMA_1B.cache_shape == (16, 1, 8, 256, 64)
+    assert 1.2e9 < llama.LLAMA_1B.parameters() < 1.25e9 and 1.3e8 < llama.SMOLLM_135M.parameters() < 1.36e8
+
+
+def test_an_unknown_compression_is_named(converted):
+    with pytest.raises(ValueError, match="unknown compression 'int2'"):
+        llama.compress(converted[1], "int2")
