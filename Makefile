@@ -15,8 +15,15 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
+# torchvision's classifiers for tests/test_real_models.py, apart from site-packages (pyproject.toml,
+# the models extra, says why); an earlier install's copy in site-packages is removed.
+TORCHVISION := torchvision==0.28.0
+VISION_DIR := $(VENV)/torchvision-models
+
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,torch,models,optests]'
+	$(BIN)/pip uninstall -q -y torchvision 2>/dev/null || true
+	$(BIN)/pip install -q --no-deps --upgrade --target $(VISION_DIR) $(TORCHVISION)
 	touch $@
 
 $(VENV)/.installed-optests: pyproject.toml | $(BIN)/python
@@ -25,6 +32,8 @@ $(VENV)/.installed-optests: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,torch,models,bench]'
+	$(BIN)/pip uninstall -q -y torchvision 2>/dev/null || true
+	$(BIN)/pip install -q --no-deps --upgrade --target $(VISION_DIR) $(TORCHVISION)
 	touch $@
 
 demo: $(VENV)/.installed-base

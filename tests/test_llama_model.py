@@ -66,3 +66,21 @@ def test_feeds_and_shapes():
 def test_an_unknown_compression_is_named(converted):
     with pytest.raises(ValueError, match="unknown compression 'int2'"):
         llama.compress(converted[1], "int2")
+
+
+def test_lint_of_a_decoder_reads_in_a_few_lines_whatever_its_depth(converted, tmp_path, capsys):
+    """The grouped report: one line per rule and cause, so depth adds ops, not lines."""
+    from mil_passes.cli import main
+
+    deeper = llama.TINY.with_layers(6)
+    texts = {}
+    for layers, mlmodel in ((2, converted[1]), (6, llama.convert(llama.build(deeper), deeper))):
+        path = tmp_path / f"decoder{layers}.mlpackage"
+        mlmodel.save(str(path))
+        capsys.readouterr()
+        main(["lint", str(path)])
+        texts[layers] = capsys.readouterr().out.splitlines()
+    deep = texts[6]
+    assert len(deep) == len(texts[2]) <= 25, "\n".join(deep)
+    assert all(len(line) <= 200 for line in deep), max(deep, key=len)
+    assert any(line.startswith("placement on every chip from M1/A14: ") for line in deep), "\n".join(deep)

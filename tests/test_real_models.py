@@ -12,11 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-MISSING = [name for name in ("torch", "torchvision", "transformers") if importlib.util.find_spec(name) is None]
+MISSING = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
 if MISSING:
     pytest.skip(
         f"needs the models extra (pip install -e '.[models]'): no {', '.join(MISSING)}", allow_module_level=True
     )
+from mil_passes.testing.models.real import torchvision_available  # noqa: E402
+
+if not torchvision_available():
+    pytest.skip("needs torchvision (make test installs it in .venv/torchvision-models)", allow_module_level=True)
 
 from mil_passes.lint import lint  # noqa: E402
 from pass_helpers import without_placement  # noqa: E402

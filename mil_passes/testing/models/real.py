@@ -5,19 +5,22 @@ transformers GPT-2/BERT/T5/Whisper from a tiny config, a bidirectional LSTM, str
 keeping ``torch.cat([cache, x], -1)[..., -K:]``) and draws named example inputs. Nothing is
 downloaded: every model is built from a config with random weights.
 
-torch, torchvision and transformers are optional (the ``models`` extra); they are imported when a
-model is built. The PyPI torchvision wheel is linked against CUDA torch, so its C extension does not
-load beside the CPU torch and ``import torchvision`` fails registering fake kernels for its ops
-(``operator torchvision::nms does not exist``); :func:`torchvision_models` imports its pure-Python
+torch and transformers are optional (the ``models`` extra); they are imported when a model is built.
+The PyPI torchvision wheel is linked against CUDA torch, so its C extension does not load beside the
+CPU torch and ``import torchvision`` fails registering fake kernels for its ops (``operator
+torchvision::nms does not exist``), which breaks ``transformers`` too when torchvision sits in
+site-packages. ``make test`` therefore installs it apart, in :data:`VISION_DIR`;
+:func:`torchvision_models` finds it there (or installed normally) and imports its pure-Python
 classification models with only those two registration modules stubbed.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
-
 import sys
 import types
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -47,6 +50,13 @@ class RealModel:
 # --- torchvision ---------------------------------------------------------------------------------
 
 _TORCHVISION_REGISTRATIONS = ("torchvision._meta_registrations", "torchvision._autograd_registrations")
+# Where `make test` installs torchvision, out of site-packages (its --target folder in the venv).
+VISION_DIR = Path(sys.prefix) / "torchvision-models"
+
+
+def torchvision_available() -> bool:
+    """Whether :func:`torchvision_models` can import torchvision: installed, or in :data:`VISION_DIR`."""
+    return importlib.util.find_spec("torchvision") is not None or (VISION_DIR / "torchvision").is_dir()
 
 
 def torchvision_models():
@@ -60,6 +70,8 @@ def torchvision_models():
     loaded = sys.modules.get("torchvision")
     if loaded is not None and hasattr(loaded, "models"):
         return loaded.models
+    if importlib.util.find_spec("torchvision") is None and (VISION_DIR / "torchvision").is_dir():
+        sys.path.append(str(VISION_DIR))
     for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
         del sys.modules[name]
     try:
@@ -102,8 +114,6 @@ _TINY_TEXT = dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attent
 
 def _transformers():
     """``transformers``, imported after torchvision (which it imports when installed) is loadable."""
-    import importlib.util
-
     if importlib.util.find_spec("torchvision") is not None:
         torchvision_models()
     import transformers
