@@ -12,7 +12,7 @@ from coremltools.converters.mil.mil import Function, Program, get_new_symbol, ty
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 
 import mil_passes
-from mil_passes.passes.guard_add_int16_cast import int16_narrowing_is_exact, narrowing_selector
+from mil_passes.guards.int16_narrowing import int16_narrowing_is_exact, narrowing_selector
 from mil_passes.placement import INT16_NARROWING
 from mil_passes.reference import evaluate
 from mil_passes.testing import op_counts

@@ -10,7 +10,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
-from mil_passes.passes.guard_cast_optimization import loses_nonzero
+from mil_passes.guards.rewrites import loses_nonzero
 from mil_passes.reference import evaluate
 from mil_passes.testing import check_pass, op_counts
 from mil_passes.testing import run_pass

@@ -13,7 +13,7 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
-from mil_passes.passes.guard_const_elimination import typed_value
+from mil_passes.guards.partially_known_values import typed_value
 from mil_passes.testing import check_pass, op_counts
 from mil_passes.testing import run_pass
 

@@ -9,7 +9,7 @@ import pytest
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
-from mil_passes.passes.guard_use_reflection_padding import INFERS_END_MASK, _written_end_mask
+from mil_passes.guards.copies import INFERS_END_MASK, _written_end_mask
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
 from mil_passes.testing import run_pass
 
