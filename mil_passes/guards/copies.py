@@ -89,7 +89,11 @@ def shared_pixel_shuffle_concats(op: Operation) -> list[Var] | None:
 
 def _reads_erf(var: Var) -> bool:
     add = var.op
-    return add is not None and add.op_type == "add" and any(v.op is not None and v.op.op_type == "erf" for v in (add.x, add.y))
+    return (
+        add is not None
+        and add.op_type == "add"
+        and any(v.op is not None and v.op.op_type == "erf" for v in (add.x, add.y))
+    )
 
 
 def _scaled_by_const(var: Var) -> bool:
@@ -124,4 +128,6 @@ CONCAT_TO_PIXEL_SHUFFLE = Guard(
     "common::concat_to_pixel_shuffle", (Rule(("concat",), shared_pixel_shuffle_concats, copy_inputs),)
 )
 FUSE_GELU_EXACT = Guard("common::fuse_gelu_exact", (Rule(("mul",), shared_gelu_half, copy_inputs),))
-REPLACE_STACK_RESHAPE = Guard("common::replace_stack_reshape", (Rule(("reshape",), returned_stack_reshaped, copy_inputs),))
+REPLACE_STACK_RESHAPE = Guard(
+    "common::replace_stack_reshape", (Rule(("reshape",), returned_stack_reshaped, copy_inputs),)
+)

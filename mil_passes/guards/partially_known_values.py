@@ -33,6 +33,7 @@ class ObjectValueToTypedConst(RewritePattern[list[tuple[Var, np.ndarray]]]):
 
     #: Every op but const: any op's value inference may read a partially known input.
     op_types = tuple(sorted((set(SSAOpRegistry.core_ops) | set(SSAOpRegistry.dialect_ops)) - {"const"}))
+
     def __init__(self, skip_const_by_size: float | None = None) -> None:
         self.skip_const_by_size = skip_const_by_size
 

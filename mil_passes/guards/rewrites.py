@@ -66,10 +66,17 @@ def zero_target(op: Operation) -> list[tuple[bool, list[int]]] | None:
     ``fold_shape_ops`` after add_fp16_cast folds it back. The match: the target as runs of
     (copied from shape(x)?, the indices or the sizes)."""
     target = op.shape.val
-    if target is None or op.x.dtype != types.fp32 or not any_symbolic(op.x.shape) or not np.any(np.asarray(target) == 0):
+    if (
+        target is None
+        or op.x.dtype != types.fp32
+        or not any_symbolic(op.x.shape)
+        or not np.any(np.asarray(target) == 0)
+    ):
         return None
     try:
-        resolved = reshape_zeros(op.opset_version, [_Copied(i) for i in range(len(op.x.shape))], [int(t) for t in target])
+        resolved = reshape_zeros(
+            op.opset_version, [_Copied(i) for i in range(len(op.x.shape))], [int(t) for t in target]
+        )
     except ValueError:  # before iOS17 a 0 needs the target to have x's rank: not valid anyway
         return None
     pieces: list[tuple[bool, list[int]]] = []

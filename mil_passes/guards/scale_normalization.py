@@ -12,6 +12,7 @@ from coremltools.converters.mil.mil.passes.defs.optimize_quantization import (
 )
 
 from .guard import Guard, Rule
+
 # pairs of inputs times parameter combinations checked per match, at most (else refused unchecked)
 MAX_CHECKED = 1 << 22
 _EIGHT_BITS = {types.int8: np.arange(-128, 128), types.uint8: np.arange(0, 256)}
