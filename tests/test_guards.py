@@ -400,7 +400,6 @@ ROWS = {
         "common::concat_to_pixel_shuffle",
         fails=ValueError,
         safe=unshared_pixel_shuffle,
-       
         **_from("concat_to_pixel_shuffle_shared_concat_raises"),
     ),
     "add_fp16_cast": Row(

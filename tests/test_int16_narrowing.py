@@ -1,5 +1,5 @@
-"""The op_selector mil_passes.pipeline() gives common::add_int16_cast: run-time int32 values keep
-32 bits; what provably fits 16 bits is still narrowed."""
+"""The op_selector pipeline() gives common::add_int16_cast (mil_passes/guards/int16_narrowing.py):
+which ops may be narrowed, the user's own selector, and run-time int32 values under the pipeline."""
 
 from __future__ import annotations
 
