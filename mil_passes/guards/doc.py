@@ -35,7 +35,7 @@ def section(guard: Guard) -> str:
     for rule in guard.rules:
         ops = ", ".join(f"`{op_type}`" for op_type in rule.op_types)
         lines.append(f"- looks at {ops} (`{rule.match.__name__}`); remedy: {_remedy(rule)}")
-    if not guard.rules:
+    if guard.pass_class is not None:
         lines.append(f"- a pass of its own: `{guard.pass_class.__module__}.{guard.pass_class.__name__}`")
     return "\n".join(lines) + "\n"
 

@@ -9,6 +9,7 @@ the common cases; a guard with a rewrite of its own gives a ``pass_class`` inste
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
@@ -113,7 +114,6 @@ class Guard:
 
 class _RulePattern(RewritePattern[Any]):
     def __init__(self, rule: Rule) -> None:
-        self.op_types = rule.op_types  # type: ignore[misc]  (per instance: one class serves every rule)
         self._rule = rule
 
     def match(self, op: Operation) -> Any:
@@ -129,13 +129,19 @@ class GuardPass(PatternPass):
     guard: ClassVar[Guard]
 
     def patterns(self) -> list[RewritePattern]:
-        return [_RulePattern(rule) for rule in self.guard.rules]
+        return [_pattern_class(rule.op_types)(rule) for rule in self.guard.rules]
+
+
+@functools.cache
+def _pattern_class(op_types: tuple[str, ...]) -> type[_RulePattern]:
+    """The pattern class of rules that look at ``op_types`` (the rewriter dispatches on the class's)."""
+    return type("RulePattern", (_RulePattern,), {"op_types": op_types})
 
 
 def register(guard: Guard) -> Guard:
     """Register ``guard``'s pass under ``guard.name`` (idempotent: re-imports override)."""
     short = guard.name.split("::")[1]
-    cls = guard.pass_class or type(short, (GuardPass,), {"guard": guard, "__doc__": guard.doc})
+    cls: type[PatternPass] = guard.pass_class or type(short, (GuardPass,), {"guard": guard, "__doc__": guard.doc})
     cls.name = guard.name
     register_pass(namespace=NAMESPACE, override=True, name=short)(cls)
     return guard

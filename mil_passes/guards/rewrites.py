@@ -106,5 +106,10 @@ def sizes_from_shape(op: Operation, pieces: list[tuple[bool, list[int]]], rewrit
     rebuild(op, rewriter, shape=target)
 
 
-CAST_OPTIMIZATION = Guard("common::cast_optimization", (Rule(("cast",), lossy_cast_chain_to_bool, _NOT_EQUAL.rewrite),))
+def not_equal_zero(op: Operation, x: Var, rewriter: Rewriter) -> None:
+    """The cast reads ``not_equal(v, 0)`` (``webnn::canonicalize_uint8_select``'s rule 2)."""
+    _NOT_EQUAL.rewrite(op, x, rewriter)
+
+
+CAST_OPTIMIZATION = Guard("common::cast_optimization", (Rule(("cast",), lossy_cast_chain_to_bool, not_equal_zero),))
 ADD_FP16_CAST = Guard("common::add_fp16_cast", (Rule(("reshape",), zero_target, sizes_from_shape),))
