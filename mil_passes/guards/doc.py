@@ -24,17 +24,12 @@ def _markdown(text: str) -> str:
     return re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text.replace("``", "`"))
 
 
-def _remedy(rule) -> str:
-    doc = inspect.getdoc(rule.remedy) or rule.remedy.__name__
-    return _markdown(doc.split("\n\n")[0].replace("\n", " "))
-
-
 def section(guard: Guard) -> str:
     """One guard: what it protects, the bug and the remedy, and which ops each rule looks at."""
     lines = [f"## `{guard.name}`", "", f"Protects `{guard.protects}`.", "", _markdown(guard.doc), ""]
     for rule in guard.rules:
         ops = ", ".join(f"`{op_type}`" for op_type in rule.op_types)
-        lines.append(f"- looks at {ops} (`{rule.match.__name__}`); remedy: {_remedy(rule)}")
+        lines.append(f"- looks at {ops}: match `{rule.match.__name__}`, remedy `{rule.remedy.__name__}`")
     if guard.pass_class is not None:
         lines.append(f"- a pass of its own: `{guard.pass_class.__module__}.{guard.pass_class.__name__}`")
     return "\n".join(lines) + "\n"

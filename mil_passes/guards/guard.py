@@ -48,7 +48,7 @@ def identity_before(suffix: str = "_kept", input_name: str | None = None) -> Rem
         var = op.inputs[name]
         rebuild(op, rewriter, **{name: rewriter.emit(op, "identity", f"{var.name}{suffix}", x=var)})
 
-    remedy.__doc__ = identity_before.__doc__
+    remedy.__name__ = f"identity_before({suffix!r})"
     return remedy
 
 
