@@ -40,4 +40,4 @@ def __getattr__(name: str):
     return getattr(module, name)
 
 
-when_imported("coremltools", __name__, lambda: _importlib.import_module(".passes", __name__))
+when_imported("coremltools", __name__, lambda: [_importlib.import_module(m, __name__) for m in (".passes", ".guards")])

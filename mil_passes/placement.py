@@ -5,8 +5,8 @@ from __future__ import annotations
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
-from . import passes  # noqa: F401  (registers every pass)
-from .passes.guard_add_int16_cast import narrowing_selector
+from . import guards, passes  # noqa: F401  (registers every pass and guard)
+from .guards.int16_narrowing import narrowing_selector
 
 # (pass, insert it right before the first of this pass in the base pipeline) — if the base lacks
 # the anchor, the pass goes after the package's previous pass (or first, for the first one).
@@ -45,87 +45,12 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
 )
 
 
-# Guards: (guard, the coremltools pass it makes safe) — the guard runs right before every run of
-# that pass in the base (after the package's passes placed there), and once more at the end when
-# coremltools' backend runs the pass again after the pipeline. A base without the pass gets no
-# guard. Each answers a miscompile of DEFAULT (docs/coremltools-passes.md, "How
-# mil_passes.pipeline() answers it"); DEFAULT itself is left as coremltools ships it.
-# The guarded passes whose options their guard takes too (the guard reads them the same way).
-_OPTIONS_SHARED = frozenset({"common::const_elimination"})
-GUARDS: tuple[tuple[str, str], ...] = (
-    # common::const_elimination folds a fully known slice of a partially known concat
-    # (torch.cat([buffer, x])[:2]) into an int32 const, or raises ValueError / OverflowError; a
-    # bool becomes int32. The guard folds those values first, with their declared dtype.
-    ("webnn::guard_const_elimination", "common::const_elimination"),
-    # common::cast_optimization fuses cast(cast(x_fp32, int32 | uint8), bool) into cast(x, bool):
-    # 0.5 becomes True (x.to(torch.int32).to(torch.bool); WebNN's uint8 conditions). Our
-    # canonicalize_uint8_select would make those casts comparisons, but it runs after the first
-    # cast_optimization (it needs const_elimination first), so the guard runs before each one.
-    ("webnn::guard_cast_optimization", "common::cast_optimization"),
-    # common::int_op_canonicalization replaces quantize(reshape(dequantize(q))) by reshape(q) even
-    # when the quantize has another scale, zero point or dtype (a requantization is dropped). The
-    # guard puts an identity before such a quantize; DEFAULT's next noop_elimination removes it.
-    ("webnn::guard_int_op_canonicalization", "common::int_op_canonicalization"),
-    # common::rank0_expand_dims_swap raises KeyError when a reader of the rank-0 result sits in a
-    # nested block. The guard puts an identity before its readers (removed by noop_elimination).
-    ("webnn::guard_rank0_expand_dims_swap", "common::rank0_expand_dims_swap"),
-    # common::fuse_elementwise_to_batchnorm raises on an fp16 x * c + d (its batch_norm takes fp32
-    # mean and variance). The guard puts an identity between such a mul and its add.
-    ("webnn::guard_fuse_elementwise_to_batchnorm", "common::fuse_elementwise_to_batchnorm"),
-    # common::fuse_prelu accepts a one-element (1, 1, 1, 1) alpha on C > 1 channels, then prelu
-    # raises. The guard gives alpha the (1, C, 1, 1) shape broadcasting gives it.
-    ("webnn::guard_fuse_prelu", "common::fuse_prelu"),
-    # common::use_reflection_padding deletes the slices of concat(x[1:2], x, x[-2:-1]) even when
-    # another op reads one (ValueError). The guard gives the concat copies of shared slices.
-    ("webnn::guard_use_reflection_padding", "common::use_reflection_padding"),
-    # common::fuse_conv_scale folds real_div(const, conv(x)) as conv(x) / const. The guard reads
-    # such a conv through an identity (removed by DEFAULT's last noop_elimination).
-    ("webnn::guard_fuse_conv_scale", "common::fuse_conv_scale"),
-    # common::fuse_conv_bias raises IndexError on add(transpose(conv(x)), c) when the const c has
-    # a lower rank than the transpose. The guard gives c the leading 1s broadcasting gives it.
-    ("webnn::guard_fuse_conv_bias", "common::fuse_conv_bias"),
-    # common::fuse_stack_split raises IndexError when an output of split(stack(...)) is read by
-    # nothing (or by another op than one squeeze). The guard reads such a stack via an identity.
-    ("webnn::guard_fuse_stack_split", "common::fuse_stack_split"),
-    # common::remove_symbolic_reshape raises when the shape it folds is also a block output.
-    # The guard does the pass's rewrite for exactly those reshapes, keeping the shape.
-    ("webnn::guard_remove_symbolic_reshape", "common::remove_symbolic_reshape"),
-    # common::fuse_matmul_weight_bias fuses b - x @ W as x @ W - b (every output changes sign),
-    # adds the bias of W @ x + b along the wrong axis, and raises when the matmul is also an
-    # output. The guard reads such a matmul through an identity (removed by noop_elimination).
-    ("webnn::guard_fuse_matmul_weight_bias", "common::fuse_matmul_weight_bias"),
-    # common::replace_stack_reshape deletes the stack of reshape(stack(...)) even when a block
-    # returns it (ValueError). The guard gives the reshape a copy of such a stack.
-    ("webnn::guard_replace_stack_reshape", "common::replace_stack_reshape"),
-    # common::concat_to_pixel_shuffle deletes the inner concats of its nested interleaved concats
-    # even when another op reads one (ValueError). The guard gives the outer concat copies.
-    ("webnn::guard_concat_to_pixel_shuffle", "common::concat_to_pixel_shuffle"),
-    # common::add_fp16_cast re-creates every reshape of fp32 data, and coremltools types a const 0
-    # target literally ([0, 0, 4, 8]) when x has run-time dims: until the fold_shape_ops placed
-    # after it, the program declares wrong types. The guard gives such reshapes their target as
-    # run-time sizes (gather of shape(x)), typed right; that fold_shape_ops folds them back.
-    ("webnn::guard_add_fp16_cast", "common::add_fp16_cast"),
-    # common::distributive_quantized_binary_op_scale_normalization rescales a quantized add/sub
-    # by s_x / s_y and s_z / s_y, which moves an int8 output by 1 where one of the two programs
-    # lands on a rounding tie. The guard checks every pair of 8-bit inputs and hides (identity,
-    # removed by noop_elimination) each pattern whose rescaling changes an output.
-    (
-        "webnn::guard_distributive_quantized_binary_op_scale_normalization",
-        "common::distributive_quantized_binary_op_scale_normalization",
-    ),
-    # Found by the pipeline target at 1,000 programs (seeds 0 and 1):
-    # common::fuse_gelu_exact deletes a mul(0.5, x) that another op reads (ValueError). The guard
-    # gives the gelu's final mul a copy of it.
-    ("webnn::guard_fuse_gelu_exact", "common::fuse_gelu_exact"),
-    # common::merge_consecutive_relus / _reshapes raise (KeyError) when the second op of the pair
-    # sits in a nested block. The guards read its input through an identity in its own block.
-    ("webnn::guard_merge_consecutive_relus", "common::merge_consecutive_relus"),
-    ("webnn::guard_merge_consecutive_reshapes", "common::merge_consecutive_reshapes"),
-    # common::dequantize_quantize_pair_elimination drops quantize(dequantize(q)) to another integer
-    # dtype (int8 -> uint8): the output's dtype changes. The guard reads such a dequantize through
-    # an identity (removed by noop_elimination).
-    ("webnn::guard_dequantize_quantize_pair_elimination", "common::dequantize_quantize_pair_elimination"),
-)
+# Guards: (guard, the coremltools pass it protects), from mil_passes/guards/ in its order; each
+# bug is stated once, in docs/guards.md. A guard runs right before every run of its pass in the
+# base (after the package's passes placed there), and once more at the end when coremltools'
+# backend runs the pass again after the pipeline. A base without the pass gets no guard. DEFAULT
+# itself is left as coremltools ships it.
+GUARDS: tuple[tuple[str, str], ...] = tuple((guard.name, guard.protects) for guard in guards.GUARDS)
 # Replacements: (coremltools' pass, the webnn:: subclass that pipeline() runs in its place).
 REPLACEMENTS: tuple[tuple[str, str], ...] = (
     # common::fuse_layernorm_or_instancenorm deletes the matched ops without checking that no
@@ -142,12 +67,12 @@ REPLACEMENTS: tuple[tuple[str, str], ...] = (
     # names it, and ct.convert does not remove it by name.
     ("common::canonicalize_inplace_pattern", "webnn::canonicalize_inplace_pattern"),
 )
-GUARDED_BY: dict[str, str] = {guard: guarded for guard, guarded in GUARDS if guarded in _OPTIONS_SHARED}
+# The guards that take the options of the pass they protect (they read them the same way).
+GUARDED_BY: dict[str, str] = {guard.name: guard.protects for guard in guards.GUARDS if guard.shares_options}
 # Passes coremltools' ML Program backend runs again after the pipeline (backend_mlprogram).
 BACKEND_RUNS: frozenset[str] = frozenset({"common::const_elimination", "common::cast_optimization"})
-# common::add_int16_cast narrows run-time int32 data (a gathered 2147483647 becomes -1, a KV-cache
-# position pos + T above 32767 wraps). ct.convert removes it by name at fp32 compute precision,
-# so the pipeline keeps coremltools' pass and gives it an op_selector that refuses those ops.
+# common::add_int16_cast narrows run-time int32 data (docs/guards.md): the pipeline keeps
+# coremltools' pass (ct.convert removes it by name at fp32) with an op_selector that refuses those ops.
 INT16_NARROWING = "common::add_int16_cast"
 
 # Every run, in order (a pass may run twice); PASS_NAMES lists each pass once.

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
 from coremltools.converters.mil.mil import Program
 
 from mil_passes.ir import iter_ops
@@ -51,3 +55,13 @@ def pass_lint(prog: Program, **options):
     from mil_passes.lint import lint
 
     return without_placement(lint(prog, **options))
+
+
+def reproducer(path: Path) -> ModuleType:
+    """The reproducer script at ``path`` (docs/reproducers/), imported: its ``program()`` builds the
+    program that shows the bug, its ``FEEDS`` or ``X`` the inputs that show it."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

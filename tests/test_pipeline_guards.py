@@ -3,7 +3,6 @@ wrong (or not at all) convert and equal torch; every guard sits before every run
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from mil_passes.testing import assert_equivalent
 from mil_passes.testing import run_pass
 from mil_passes.cli.text_output import format_summary
 from mil_passes.verify import verify_program
+from pass_helpers import reproducer
 
 torch = pytest.importorskip("torch", reason="torch is the oracle of these tests")
 
@@ -98,8 +98,7 @@ def test_a_base_without_the_guarded_passes_gets_no_guards():
 REPRODUCERS = Path(__file__).parent.parent / "docs" / "reproducers"
 #: Reproducers of DEFAULT's miscompiles that pipeline() answers (add_fp16_cast_overflow is fp16's
 #: range by design, which the pipeline keeps: docs/coremltools-passes.md). remove_symbolic_reshape's
-#: names a Symbol, which one process can build once: test_guard_remove_symbolic_reshape.py builds
-#: the same 4 ops.
+#: names a Symbol, which one process can build once: tests/test_guards.py's table builds the same 4 ops.
 ANSWERED = [
     Path(__file__).parent / "fixtures" / "const_elimination_int32.py",
     REPRODUCERS / "const_elimination_raises.py",
@@ -112,11 +111,9 @@ ANSWERED = [
 
 
 def load(path: Path):
-    """The reproducer's ``build``, its ``FEEDS`` (the inputs that show the bug) and ``PASSES``."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.build, module.FEEDS, module.PASSES
+    """The reproducer's ``program``, its ``FEEDS`` (the inputs that show the bug) and ``PASSES``."""
+    module = reproducer(path)
+    return module.program, module.FEEDS, module.PASSES
 
 
 @pytest.mark.parametrize("path", ANSWERED, ids=lambda p: p.stem)
@@ -132,10 +129,12 @@ def test_the_pipeline_is_exact_on_each_guarded_program():
     """Bit-for-bit equal outputs (add_fp16_cast left out, add_int16_cast kept), on the given
     feeds and on random ones. (Idempotence is each guard's: DEFAULT's topological_reorder renames
     a cast op on every run, so DEFAULT-based pipelines print differently the second time.)"""
-    from test_guard_add_int16_cast import gather_program, kv_position
-    from test_guard_cast_optimization import FLOATS, chain_to_bool, webnn_uint8_condition
-    from test_guard_const_elimination import slice_of_concat
-    from test_guard_remove_symbolic_reshape import reshape_by_own_shape
+    from test_guards import ROWS
+    from test_int16_narrowing import gather_program, kv_position
+    from test_lossy_cast_chains import FLOATS, chain_to_bool, webnn_uint8_condition
+    from test_partially_known_values import slice_of_concat
+
+    reshape_by_own_shape = ROWS["remove_symbolic_reshape"].program
 
     base = ct.PassPipeline.DEFAULT
     base.remove_passes({"common::add_fp16_cast"})
@@ -155,3 +154,73 @@ def test_the_pipeline_is_exact_on_each_guarded_program():
         run_pass(after, mil_passes.pipeline(base))
         after.validate()
         assert_equivalent(build(), after, feeds, sizes=sizes)
+
+
+# Guarded programs that torch writes, converted under pipeline() (and under DEFAULT, which gets them wrong).
+W = np.array([[1.0, -2.0, 0.0], [3.0, 1.0, -1.0], [2.0, 0.0, 4.0]], np.float32)  # small integers: exact
+B = np.array([10.0, -20.0, 30.0], np.float32)
+X33 = np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 4.0], [2.0, -3.0, 1.0]], np.float32)
+
+
+class ConstMinusMatmul(torch.nn.Module):
+    def forward(self, x):
+        return torch.from_numpy(B) - x @ torch.from_numpy(W)
+
+
+class WeightFirst(torch.nn.Module):
+    def forward(self, x):
+        return torch.from_numpy(W) @ x + torch.from_numpy(B)
+
+
+# coremltools' torch frontend writes ``x @ W`` by a const as ``linear`` (whose bias fusion,
+# fuse_linear_bias, handles ``b - linear`` right), and ``W @ x`` as ``matmul``, which DEFAULT misfuses.
+@pytest.mark.parametrize(
+    "module, default_is_wrong", [(ConstMinusMatmul, False), (WeightFirst, True)], ids=["b-x@W", "W@x+b"]
+)
+def test_a_matmul_and_its_bias_equal_torch(module, default_is_wrong):
+    want = module()(torch.from_numpy(X33)).numpy()
+    np.testing.assert_array_equal(converted_output(module(), X33, mil_passes.pipeline()), want)
+    assert np.array_equal(converted_output(module(), X33, ct.PassPipeline.DEFAULT), want) is not default_is_wrong
+
+
+class StackAndMerge(torch.nn.Module):
+    def forward(self, a, b):
+        stacked = torch.stack([a, b], dim=1)
+        return stacked.reshape(1, 10, 3), stacked
+
+
+def test_a_returned_stack_and_its_reshape_equal_torch():
+    rng = np.random.default_rng(0)
+    feeds = {name: rng.standard_normal((1, 5, 3)).astype(np.float32) for name in ("a", "b")}
+    tensors = [torch.from_numpy(feeds[name]) for name in ("a", "b")]
+    model = ct.convert(
+        torch.jit.trace(StackAndMerge().eval(), tuple(tensors)),
+        inputs=[ct.TensorType(name=n, shape=(1, 5, 3)) for n in ("a", "b")],
+        convert_to="mlprogram",
+        compute_precision=ct.precision.FLOAT32,
+        minimum_deployment_target=ct.target.iOS17,
+        pass_pipeline=mil_passes.pipeline(),
+        skip_model_load=True,
+    )
+    got = list(evaluate(model._mil_program, feeds).values())
+    for g, w in zip(got, StackAndMerge()(*tensors)):
+        np.testing.assert_array_equal(g, w.numpy())
+
+
+def test_the_pipeline_keeps_a_requantization_across_a_reshape():
+    program = reproducer(REPRODUCERS / "int_op_canonicalization_requantize.py").program
+    base = ct.PassPipeline.DEFAULT
+    base.remove_passes({"common::add_fp16_cast"})
+    after = program()
+    run_pass(after, mil_passes.pipeline(base))
+    assert_equivalent(program(), after, {"x": np.array([[1.0, 2.0], [-3.0, 0.5]], np.float32)})
+    assert "identity" not in {op.op_type for op in after.functions["main"].operations}  # noop_elimination removed it
+
+
+def test_a_reshape_by_a_zero_target_has_no_invalid_step_under_the_pipeline():
+    from test_guards import ROWS
+
+    row = ROWS["add_fp16_cast"]
+    feeds = [row.feeds, {"x": np.full((1, 1, 1, 1), -3.0, np.float32)}]
+    verification = verify_program(row.program, "mil_passes", feeds=feeds)
+    assert verification.culprit is None, format_summary(verification)

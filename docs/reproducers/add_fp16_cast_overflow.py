@@ -29,7 +29,7 @@ def const(value, name):
     return mb.const(val=value, name=name)
 
 
-def build(inputs_as_consts=False):
+def program(inputs_as_consts=False):
     """The program; with ``inputs_as_consts`` its inputs are consts holding FEEDS, so that
     coremltools' own value inference computes every value (no Core ML needed)."""
     specs = {} if inputs_as_consts else {'x0': mb.TensorSpec(shape=(4,), dtype=types.fp32)}
@@ -69,7 +69,7 @@ def within_precision(got, want, fp16):
 def run(inputs_as_consts):
     """0 as intended, 1 the bug, 2 cannot tell: the passes on the program, then each output
     against EXPECTED (dtype and shape; values where coremltools knows them)."""
-    prog = build(inputs_as_consts)
+    prog = program(inputs_as_consts)
     before = [describe(var) for var in prog.functions["main"].outputs]
     try:
         for name in PASSES:

@@ -16,14 +16,20 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 
-@mb.program(input_specs=[mb.TensorSpec((1, 1, 3))], opset_version=ct.target.iOS17)
-def prog(x):
-    y = mb.conv(x=x, weight=np.ones((2, 1, 1), np.float32))  # [1, 2, 3]
-    t = mb.transpose(x=y, perm=[2, 1, 0])  # [3, 2, 1]: the channels at axis -2
-    return mb.add(x=t, y=np.array([1.0, 2.0], np.float32))  # broadcasts along the last axis: [3, 2, 2]
+def program():
+    """The program that shows the bug (a new one per call)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((1, 1, 3))], opset_version=ct.target.iOS17)
+    def prog(x):
+        y = mb.conv(x=x, weight=np.ones((2, 1, 1), np.float32))  # [1, 2, 3]
+        t = mb.transpose(x=y, perm=[2, 1, 0])  # [3, 2, 1]: the channels at axis -2
+        return mb.add(x=t, y=np.array([1.0, 2.0], np.float32), name="out")  # broadcasts along the last axis: [3, 2, 2]
+
+    return prog
 
 
 def main():
+    prog = program()
     try:
         PASS_REGISTRY["common::fuse_conv_bias"](prog)
     except IndexError as error:

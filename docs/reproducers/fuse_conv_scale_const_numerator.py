@@ -20,16 +20,21 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 X = np.array([[[1.0, 4.0]]], np.float32)
 
 
-@mb.program(input_specs=[mb.TensorSpec((1, 1, 2))], opset_version=ct.target.iOS17)
-def prog(x):
-    y = mb.conv(x=x, weight=np.ones((1, 1, 1), np.float32))  # a 1x1 conv of weight 1: a copy
-    return mb.real_div(x=np.float32(2.0), y=y)  # 2 / y
+def program():
+    """The program that shows the bug (a new one per call)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((1, 1, 2))], opset_version=ct.target.iOS17)
+    def prog(x):
+        y = mb.conv(x=x, weight=np.ones((1, 1, 1), np.float32))  # a 1x1 conv of weight 1: a copy
+        return mb.real_div(x=np.float32(2.0), y=y, name="out")  # 2 / y
+
+    return prog
 
 
-def run(program):
+def run(prog):
     """The output on X: a 1x1, single-channel conv is ``w * x + b``; ``real_div`` is ``x / y``."""
     values = {"x": X}
-    for op in program.functions["main"].operations:
+    for op in prog.functions["main"].operations:
         if op.op_type == "const":
             continue
         if op.op_type == "conv":
@@ -43,10 +48,11 @@ def run(program):
         else:
             raise NotImplementedError(op.op_type)
         values[op.outputs[0].name] = np.asarray(result, np.float32)
-    return values[program.functions["main"].outputs[0].name]
+    return values[prog.functions["main"].outputs[0].name]
 
 
 def main():
+    prog = program()
     before = run(prog)
     PASS_REGISTRY["common::fuse_conv_scale"](prog)
     after = run(prog)

@@ -19,13 +19,19 @@ from coremltools.converters.mil.mil import types
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 
-@mb.program(input_specs=[mb.TensorSpec((1, 2, 3, 3), dtype=types.fp16)], opset_version=ct.target.iOS17)
-def prog(x):
-    scaled = mb.mul(x=x, y=np.array([2.0, 3.0], np.float16).reshape(1, 2, 1, 1))
-    return mb.add(x=scaled, y=np.array([1.0, -1.0], np.float16).reshape(1, 2, 1, 1))
+def program():
+    """The program that shows the bug (a new one per call)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((1, 2, 3, 3), dtype=types.fp16)], opset_version=ct.target.iOS17)
+    def prog(x):
+        scaled = mb.mul(x=x, y=np.array([2.0, 3.0], np.float16).reshape(1, 2, 1, 1), name="out")
+        return mb.add(x=scaled, y=np.array([1.0, -1.0], np.float16).reshape(1, 2, 1, 1), name="out")
+
+    return prog
 
 
 def main():
+    prog = program()
     try:
         PASS_REGISTRY["common::fuse_elementwise_to_batchnorm"](prog)
     except ValueError as error:

@@ -21,19 +21,24 @@ W = np.array([[0.5, -1.0], [2.0, 0.25], [-0.5, 1.0]], np.float32)  # [3, 2]
 B = np.array([10.0, -10.0], np.float32)
 
 
-@mb.program(input_specs=[mb.TensorSpec((2, 3))], opset_version=ct.target.iOS17)
-def prog(x):
-    return mb.sub(x=B, y=mb.matmul(x=x, y=W))  # b - x @ W
+def program():
+    """The program that shows the bug (a new one per call)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 3))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.sub(x=B, y=mb.matmul(x=x, y=W), name="out")  # b - x @ W
+
+    return prog
 
 
-def run(program):
+def run(prog):
     """The output on X, op by op, from the op formulas."""
     values = {"x": X}
 
     def value(var):
         return values[var.name] if var.val is None else var.val
 
-    for op in program.functions["main"].operations:
+    for op in prog.functions["main"].operations:
         if op.op_type == "const":
             continue
         if op.op_type == "matmul":
@@ -47,10 +52,11 @@ def run(program):
         else:
             raise NotImplementedError(op.op_type)
         values[op.outputs[0].name] = result
-    return values[program.functions["main"].outputs[0].name]
+    return values[prog.functions["main"].outputs[0].name]
 
 
 def main():
+    prog = program()
     before = run(prog)
     PASS_REGISTRY["common::fuse_matmul_weight_bias"](prog)
     after = run(prog)

@@ -22,22 +22,27 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 X = np.array([[1.0, 2.0], [-3.0, 0.5]], np.float32)
 
 
-@mb.program(input_specs=[mb.TensorSpec((2, 2))], opset_version=ct.target.iOS17)
-def prog(x):
-    q = mb.quantize(input=x, scale=np.float32(0.5), output_dtype="int8")
-    real = mb.dequantize(input=q, scale=np.float32(0.5))
-    flat = mb.reshape(x=real, shape=[4])
-    return mb.quantize(input=flat, scale=np.float32(0.25), output_dtype="int8")
+def program():
+    """The program that shows the bug (a new one per call)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 2))], opset_version=ct.target.iOS17)
+    def prog(x):
+        q = mb.quantize(input=x, scale=np.float32(0.5), output_dtype="int8")
+        real = mb.dequantize(input=q, scale=np.float32(0.5))
+        flat = mb.reshape(x=real, shape=[4])
+        return mb.quantize(input=flat, scale=np.float32(0.25), output_dtype="int8", name="out")
+
+    return prog
 
 
 def quantize(x, scale):
     return np.clip(np.round(x / scale), -128, 127).astype(np.int8)
 
 
-def run(program):
+def run(prog):
     """The program's output on X, op by op, for the ops this program can hold."""
     values = {"x": X}
-    for op in program.functions["main"].operations:
+    for op in prog.functions["main"].operations:
         if op.op_type == "const":
             continue
         source = values[(op.inputs.get("input") or op.inputs.get("x")).name]
@@ -50,10 +55,11 @@ def run(program):
         else:
             raise NotImplementedError(op.op_type)
         values[op.outputs[0].name] = result
-    return values[program.functions["main"].outputs[0].name]
+    return values[prog.functions["main"].outputs[0].name]
 
 
 def main():
+    prog = program()
     before = run(prog)
     PASS_REGISTRY["common::int_op_canonicalization"](prog)
     after = run(prog)

@@ -17,20 +17,27 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 
-@mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=ct.target.iOS17)
-def prog(x):
-    total = mb.reduce_sum(x=x, axes=[0], keep_dims=False)
-    difference = mb.sub(x=np.float32(1.0), y=total)  # rank 0, one const input
-    wide = mb.expand_dims(x=difference, axes=[0])
-    chosen = mb.cond(
-        pred=mb.greater(x=total, y=np.float32(0.0)),
-        _true_fn=lambda: mb.identity(x=difference),  # a reader in a nested block
-        _false_fn=lambda: mb.identity(x=total),
-    )
-    return wide, chosen
+def program():
+    """The program that shows the bug (a new one per call)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2,))], opset_version=ct.target.iOS17)
+    def prog(x):
+        total = mb.reduce_sum(x=x, axes=[0], keep_dims=False)
+        difference = mb.sub(x=np.float32(1.0), y=total)  # rank 0, one const input
+        wide = mb.expand_dims(x=difference, axes=[0], name="wide")
+        chosen = mb.cond(
+            pred=mb.greater(x=total, y=np.float32(0.0)),
+            _true_fn=lambda: mb.identity(x=difference),  # a reader in a nested block
+            _false_fn=lambda: mb.identity(x=total),
+            name="chosen",
+        )
+        return wide, chosen
+
+    return prog
 
 
 def main():
+    prog = program()
     try:
         PASS_REGISTRY["common::rank0_expand_dims_swap"](prog)
     except KeyError as error:

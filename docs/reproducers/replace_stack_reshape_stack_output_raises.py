@@ -14,13 +14,19 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 
-@mb.program(input_specs=[mb.TensorSpec((1, 5, 3)), mb.TensorSpec((1, 5, 3))], opset_version=ct.target.iOS17)
-def prog(a, b):
-    stacked = mb.stack(values=(a, b), axis=1)  # [1, 2, 5, 3]
-    return mb.reshape(x=stacked, shape=[1, 10, 3]), stacked  # the stack is an output too
+def program():
+    """The program that shows the bug (a new one per call)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((1, 5, 3)), mb.TensorSpec((1, 5, 3))], opset_version=ct.target.iOS17)
+    def prog(a, b):
+        stacked = mb.stack(values=(a, b), axis=1, name="stacked")  # [1, 2, 5, 3]
+        return mb.reshape(x=stacked, shape=[1, 10, 3], name="out"), stacked  # the stack is an output too
+
+    return prog
 
 
 def main():
+    prog = program()
     try:
         PASS_REGISTRY["common::replace_stack_reshape"](prog)
     except ValueError as error:

@@ -15,14 +15,20 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 
-@mb.program(input_specs=[mb.TensorSpec((1, 2, 4))], opset_version=ct.target.iOS17)
-def prog(x):
-    left = mb.slice_by_index(x=x, begin=[0, 0, 1], end=[1, 2, 2])
-    right = mb.slice_by_index(x=x, begin=[0, 0, 2], end=[1, 2, 3])
-    return mb.concat(values=(left, x, right), axis=2), mb.relu(x=left)  # the left slice has a second reader
+def program():
+    """The program that shows the bug (a new one per call)."""
+
+    @mb.program(input_specs=[mb.TensorSpec((1, 2, 4))], opset_version=ct.target.iOS17)
+    def prog(x):
+        left = mb.slice_by_index(x=x, begin=[0, 0, 1], end=[1, 2, 2])
+        right = mb.slice_by_index(x=x, begin=[0, 0, 2], end=[1, 2, 3])
+        return mb.concat(values=(left, x, right), axis=2, name="padded"), mb.relu(x=left, name="other")  # the left slice has a second reader
+
+    return prog
 
 
 def main():
+    prog = program()
     try:
         PASS_REGISTRY["common::use_reflection_padding"](prog)
     except ValueError as error:

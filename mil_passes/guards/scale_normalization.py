@@ -1,36 +1,5 @@
-"""webnn::guard_distributive_quantized_binary_op_scale_normalization — a rescaling that moves an integer is refused.
-
-``common::distributive_quantized_binary_op_scale_normalization`` rewrites
-``quantize(dequantize(x, s_x) ± dequantize(y, s_y), s_z)`` (a ``relu`` may follow the ``add``/``sub``)
-with the scales ``s_x / s_y``, ``1`` and ``s_z / s_y``. The two are equal in real numbers, not in
-floating point: each op rounds (``dequantize``: ``(q - zp) * scale`` to its fp dtype; ``add``: to its
-dtype; ``quantize``: ``round_half_even(z / scale) + zp``, clipped), and the divided scales round too,
-so a sum can land on a rounding tie in one program and not in the other, and the int8 output
-changes by 1: at ``s_x = 0.25, s_y = 0.1, s_z = 0.1``, ``x = -101, y = 125`` gives
-``-25.25 + 12.5000002 = -12.7499998`` → ``-127.499998`` → -127 as written, and after the pass
-``-252.5 + 125 = -127.5`` → -128 (ties to even; docs/coremltools-passes.md). ``quantize`` rounds
-its exact quotient; a different integer is a different value, not a precision the pass declares.
-
-The inputs of such a pattern are 8-bit integers: 256 × 256 pairs per pair of quantization
-parameters. This pass, right before the pass in ``mil_passes.pipeline()``, computes both programs'
-outputs for every pair (with the scales the pass would write, each op rounded to its declared dtype
-as ``mil_passes.reference`` computes it) and, where any output differs, reads the ``add``/``sub``
-through an ``identity`` so that the pass does not match it (DEFAULT's next ``noop_elimination``
-removes the identity). Patterns where every pair agrees are left to the pass.
-
-Given::
-
-    %a: (4, fp32) = dequantize(input=%x, scale=0.25, zero_point=0)
-    %b: (4, fp32) = dequantize(input=%y, scale=0.1, zero_point=0)
-    %s: (4, fp32) = add(x=%a, y=%b)
-    %z: (4, int8) = quantize(input=%s, scale=0.1, zero_point=0, output_dtype="int8")
-
-Result::
-
-    %s_op: (4, fp32) = add(x=%a, y=%b)
-    %s: (4, fp32) = identity(x=%s_op)
-    %z: (4, int8) = quantize(input=%s, scale=0.1, zero_point=0, output_dtype="int8")
-"""
+"""The guard of ``common::distributive_quantized_binary_op_scale_normalization`` (its match checks
+every pair of 8-bit inputs)."""
 
 from __future__ import annotations
 
@@ -42,11 +11,8 @@ from coremltools.converters.mil.mil.passes.defs.optimize_quantization import (
     distributive_quantized_binary_op_scale_normalization as CoremltoolsPass,
 )
 
-from ..rewriter import PatternPass, Rewriter, RewritePattern
-from . import register
-from ._identity import read_through_identity
+from .guard import Guard, Rule
 
-RULE = "inexact-scale-normalization"
 # pairs of inputs times parameter combinations checked per match, at most (else refused unchecked)
 MAX_CHECKED = 1 << 22
 _EIGHT_BITS = {types.int8: np.arange(-128, 128), types.uint8: np.arange(0, 256)}
@@ -154,28 +120,19 @@ def inexact(pattern: Pattern) -> str | None:
     return None
 
 
-class InexactScaleNormalization(RewritePattern[str]):
-    """A quantized add/sub whose rescaling would change an output → behind an identity."""
-
-    op_types = ("add", "sub")
-    rule = RULE
-
-    def match(self, op: Operation) -> str | None:
-        pattern = match_pattern(op)
-        return None if pattern is None else inexact(pattern)
-
-    def describe(self, op: Operation, match: str) -> str:
-        return f"{op.op_type} '{op.name}': rescaling its quantized operands changes an output ({match})"
-
-    def rewrite(self, op: Operation, match: str, rewriter: Rewriter) -> None:
-        read_through_identity(op, rewriter)
+def inexact_rescaling(op: Operation) -> str | None:
+    """``common::distributive_quantized_binary_op_scale_normalization`` rewrites
+    ``quantize(dequantize(x, s_x) ± dequantize(y, s_y), s_z)`` (a ``relu`` may follow) with the
+    scales ``s_x / s_y``, ``1`` and ``s_z / s_y``: equal in real numbers, not in floating point, so
+    a sum can land on a rounding tie in one program and not the other and an int8 output moves by
+    1 (``s_x = 0.25, s_y = s_z = 0.1``, ``x = -101, y = 125``: -127 as written, -128 after). The
+    guard computes both programs' outputs for every pair of 8-bit inputs (each op rounded to its
+    declared dtype) and reads the ``add``/``sub`` through an ``identity`` where any differs; the
+    match is why. Patterns where every pair agrees are left to the pass."""
+    pattern = match_pattern(op)
+    return None if pattern is None else inexact(pattern)
 
 
-@register("guard_distributive_quantized_binary_op_scale_normalization")
-class GuardDistributiveQuantizedBinaryOpScaleNormalization(PatternPass):
-    """Hide each quantized add/sub whose rescaling would change an integer output."""
-
-    name = "webnn::guard_distributive_quantized_binary_op_scale_normalization"
-
-    def patterns(self) -> list[RewritePattern]:
-        return [InexactScaleNormalization()]
+DISTRIBUTIVE_QUANTIZED_BINARY_OP_SCALE_NORMALIZATION = Guard(
+    "common::distributive_quantized_binary_op_scale_normalization", (Rule(("add", "sub"), inexact_rescaling),)
+)

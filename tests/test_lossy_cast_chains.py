@@ -1,5 +1,6 @@
-"""webnn::guard_cast_optimization: which cast chains to bool it rewrites, which it leaves to
-common::cast_optimization, and that the two together keep the values (the bug it answers)."""
+"""webnn::guard_cast_optimization beyond tests/test_guards.py's table: which cast chains to bool can
+make a nonzero zero (rewritten), which common::cast_optimization fuses exactly (left), and WebNN's
+uint8 condition under the pipeline."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
-from mil_passes.passes.guard_cast_optimization import loses_nonzero
+from mil_passes.guards.rewrites import loses_nonzero
 from mil_passes.reference import evaluate
 from mil_passes.testing import check_pass, op_counts
 from mil_passes.testing import run_pass

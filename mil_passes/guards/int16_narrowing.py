@@ -4,8 +4,8 @@
 ``gather_along_axis``, ``gather_nd``, ``squeeze`` and ``topk`` to int16 (and their results back
 to int32). It checks the range of const inputs only: a run-time int32 *value* is narrowed too, so
 a gathered 2147483647 comes back as -1, a token id or a KV-cache position ``pos + T`` above 32767
-wraps (docs/coremltools-passes.md). And it narrows the run-time indices of a gather along a
-symbolic axis, which may be longer than 32767 at run time.
+wraps. And it narrows the run-time indices of a gather along a symbolic axis, which may be longer
+than 32767 at run time.
 
 This is not a pass: ``ct.convert`` removes ``common::add_int16_cast`` by name when it computes in
 fp32, which a replacement pass would escape. The pipeline keeps coremltools' pass and sets its

@@ -1,5 +1,5 @@
-"""webnn::guard_use_reflection_padding: a reflection-padding concat whose slice another op reads
-gets its own copy, and common::use_reflection_padding no longer raises."""
+"""webnn::guard_use_reflection_padding on coremltools 8.x, whose use_reflection_padding raises on a
+slice without end_mask: the guard writes the mask 9.0 infers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
-from mil_passes.passes.guard_use_reflection_padding import INFERS_END_MASK, _written_end_mask
+from mil_passes.guards.copies import INFERS_END_MASK, _written_end_mask
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
 from mil_passes.testing import run_pass
 
@@ -32,12 +32,6 @@ def padded(*, shared=True, end_mask=True):
     return prog
 
 
-def test_the_pass_raises_without_the_guard():
-    """The bug the guard answers (if coremltools fixes it, the guard may go)."""
-    with pytest.raises(ValueError, match="active output"):
-        run_pass(padded(), "common::use_reflection_padding")
-
-
 @pytest.mark.skipif(INFERS_END_MASK, reason="coremltools 9.0's pass infers a missing end_mask")
 def test_coremltools_8_raises_on_a_slice_without_end_mask_the_guard_writes_it():
     with pytest.raises(KeyError, match="end_mask"):
@@ -53,19 +47,3 @@ def test_a_written_end_mask_is_set_only_where_the_slice_ends_at_the_end():
     prog = padded(shared=False, end_mask=False)
     (left,) = [op for op in prog.functions["main"].operations if op.name == "left"]
     assert _written_end_mask(left).tolist() == [True, True, False]  # end [1, 2, 2] of a (1, 2, 4) x
-
-
-def test_the_concat_reads_a_copy_and_the_pass_then_pads():
-    after = check_pass(padded, PASS, inputs=X)
-    assert op_counts(after)["slice_by_index"] == 3
-    run_pass(after, "common::use_reflection_padding")
-    run_pass(after, "common::dead_code_elimination")
-    assert op_counts(after)["pad"] == 1
-    assert_equivalent(padded(), after, X)
-
-
-def test_unshared_slices_are_left_to_the_pass():
-    prog = padded(shared=False)
-    before = str(prog)
-    run_pass(prog, PASS)
-    assert str(prog) == before

@@ -1,5 +1,6 @@
-"""webnn::guard_const_elimination: partially known values folded with their declared dtype
-before common::const_elimination folds them as int32 (or raises)."""
+"""webnn::guard_const_elimination beyond tests/test_guards.py's table: values beyond int32 and bools
+keep their dtype, ``typed_value`` refuses what a dtype cannot hold, const_elimination's
+``skip_const_by_size`` holds for the guard, and values coremltools infers wrong are folded right."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
-from mil_passes.passes.guard_const_elimination import typed_value
+from mil_passes.guards.partially_known_values import typed_value
 from mil_passes.testing import check_pass, op_counts
 from mil_passes.testing import run_pass
 
@@ -38,17 +39,6 @@ def slice_of_concat(part, dtype=FP32, *, read_by=None):
     return prog
 
 
-@pytest.mark.parametrize("read_by", [None, "add", "concat"])
-def test_a_known_window_of_a_partly_known_concat_becomes_a_typed_const(read_by):
-    feeds = {"x": np.array([1.0, 2.0], dtype=np.float32)}
-    after = check_pass(lambda: slice_of_concat([-10.5, 0.25], read_by=read_by), PASS, inputs=feeds)
-    assert "slice_by_index" not in op_counts(after)
-    # common::const_elimination now has nothing to fold wrongly, and the values stay fp32
-    run_pass(after, "common::const_elimination")
-    out = after.functions["main"].outputs[0]
-    assert out.dtype == FP32
-
-
 def test_a_value_beyond_int32_stays_exact():
     after = check_pass(
         lambda: slice_of_concat([3.4e38], read_by="add"), PASS, inputs={"x": np.array([1.0], np.float32)}
@@ -63,17 +53,6 @@ def test_bools_stay_bools():
     run_pass(prog, "common::const_elimination")
     out = prog.functions["main"].outputs[0]
     assert out.dtype == BOOL and out.val.tolist() == [True, False]
-
-
-def test_a_fully_known_value_is_left_to_const_elimination():
-    @mb.program(input_specs=[mb.TensorSpec((2,), dtype=FP32)], opset_version=ct.target.iOS17)
-    def prog(x):
-        known = mb.add(x=np.array([1.0, 2.0], np.float32), y=np.float32(1.0), name="known")
-        return mb.mul(x=known, y=x, name="out")
-
-    before = op_counts(prog)
-    run_pass(prog, PASS)
-    assert op_counts(prog) == before
 
 
 def test_typed_value_refuses_a_value_its_dtype_cannot_hold():

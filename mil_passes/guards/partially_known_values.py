@@ -1,39 +1,5 @@
-"""webnn::guard_const_elimination — values known only in part are folded with their own dtype.
-
-A ``concat`` of a const and a run-time input has a partially known value (numbers for the
-const's part, symbols for the rest, an object-dtype numpy array); a ``slice_by_index`` (or
-``gather``, ``squeeze``…) of the const's part is then fully known. ``common::const_elimination``
-folds it with ``mb.const(val=...)``, which infers the dtype from the Python numbers: int32. An
-fp32 ``[-10.5, 0.25]`` becomes int32 ``[-10, 0]``, a bool ``[True]`` int32 ``[1]``; where an
-``add`` or ``concat`` reads the slice the pass raises ``ValueError``, and a value beyond int32
-raises ``OverflowError`` (docs/coremltools-passes.md). ``torch.cat([buffer, x])[:2]`` does not
-convert under DEFAULT. This pass runs before every ``common::const_elimination`` of
-``mil_passes.pipeline()`` and at its end (the backend runs const_elimination twice more).
-
-Given::
-
-    %c: (4, fp32)^ = concat(values=([-10.5, 0.25], %x), axis=0)   # %x: (2, fp32)
-    %s: (2, fp32)* = slice_by_index(x=%c, begin=[0], end=[2])
-
-Result (the const const_elimination would make, with the var's declared dtype)::
-
-    %s_value: (2, fp32)* = const(val=[-10.5, 0.25])
-
-Rules:
-- First, values coremltools' value inference got wrong (``_known_values``: a ``band_part`` of a
-  const holding inf or NaN outside the band, an interleaved ``concat`` of consts) are set right,
-  and every op that reads them is inferred again, so const_elimination folds the right numbers.
-
-- An output of a non-const op is folded here when coremltools would fold it
-  (``Var.can_be_folded_to_const()``) and its value is an object-dtype array: the numbers
-  came from consts, so converting them to the declared dtype is exact (an fp32 number is an
-  fp32 again, a bool a bool).
-- const_elimination's ``skip_const_by_size`` option, set on a ``mil_passes.pipeline()``, applies
-  here too: a larger value is left alone (a refusal), as const_elimination leaves it.
-- Values with a numeric dtype are const_elimination's to fold: it types them right. A value
-  the declared dtype cannot hold exactly is left alone (a refusal): const_elimination, not this
-  pass, decides what to do with it.
-"""
+"""The guard of ``common::const_elimination``: values known only in part are folded with their own
+dtype (a pass of its own: it repairs values first and takes const_elimination's options)."""
 
 from __future__ import annotations
 
@@ -43,10 +9,8 @@ from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
 
 from ..inference import repair_types
 from ..rewriter import PatternPass, Refusal, Rewriter, RewritePattern
-from . import register
 from ._known_values import VALUE_HOLES, set_value
-
-RULE = "partially-known-value"
+from .guard import Guard
 
 
 def typed_value(var: Var) -> np.ndarray | None:
@@ -69,7 +33,6 @@ class ObjectValueToTypedConst(RewritePattern[list[tuple[Var, np.ndarray]]]):
 
     #: Every op but const: any op's value inference may read a partially known input.
     op_types = tuple(sorted((set(SSAOpRegistry.core_ops) | set(SSAOpRegistry.dialect_ops)) - {"const"}))
-    rule = RULE
 
     def __init__(self, skip_const_by_size: float | None = None) -> None:
         self.skip_const_by_size = skip_const_by_size
@@ -96,20 +59,25 @@ class ObjectValueToTypedConst(RewritePattern[list[tuple[Var, np.ndarray]]]):
             return Refusal(op, f"the value of '{candidates[0].name}' does not fit its declared dtype")
         return exact
 
-    def describe(self, op: Operation, match: list[tuple[Var, np.ndarray]]) -> str:
-        names = ", ".join(f"'{out.name}'" for out, _ in match)
-        return f"{op.op_type} '{op.name}': the known value of {names} becomes a const of its declared dtype"
-
     def rewrite(self, op: Operation, match: list[tuple[Var, np.ndarray]], rewriter: Rewriter) -> None:
         for out, value in match:
             rewriter.replace(out, rewriter.emit(op, "const", f"{out.name}_value", val=value))
 
 
-@register("guard_const_elimination")
 class GuardConstElimination(PatternPass):
-    """Fold each partially known value that ``common::const_elimination`` would fold as int32."""
+    """``common::const_elimination`` folds a fully known slice (``gather``, ``squeeze``…) of a
+    partially known ``concat(const, x)`` with ``mb.const(val=...)``, which infers the dtype from the
+    Python numbers: an fp32 ``[-10.5, 0.25]`` becomes int32 ``[-10, 0]``, a bool ``[True]`` int32
+    ``[1]``; where an ``add`` or ``concat`` reads the slice it raises ``ValueError``, beyond int32
+    ``OverflowError`` (``torch.cat([buffer, x])[:2]`` does not convert under DEFAULT). And it folds
+    two values coremltools' value inference gets wrong: a ``band_part`` of a const holding inf or
+    NaN outside the band (NaN instead of 0), an interleaved ``concat`` of consts (joined plainly).
 
-    name = "webnn::guard_const_elimination"
+    The guard first sets those two values right (``_known_values``) and infers every op that reads
+    them again; then it folds each foldable output whose value is an object array (its numbers came
+    from consts) into a const of its *declared* dtype, which changes no number. A value larger than
+    const_elimination's ``skip_const_by_size`` is left, as the pass leaves it, and so is one its
+    declared dtype cannot hold exactly (a refusal each); numeric values are the pass's to fold."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -137,3 +105,6 @@ class GuardConstElimination(PatternPass):
 
     def patterns(self) -> list[RewritePattern]:
         return [ObjectValueToTypedConst(self._skip_const_by_size)]
+
+
+CONST_ELIMINATION = Guard("common::const_elimination", pass_class=GuardConstElimination, shares_options=True)
