@@ -339,15 +339,20 @@ def _describe(error: BaseException) -> str:
 
 
 def generator_error(error: BaseException) -> str:
-    """One line for the fuzzer's own exception: its first line and the innermost frame of this
-    package it came from."""
-    first = (traceback.format_exception_only(type(error), error)[-1].strip().splitlines() or [type(error).__name__])[0]
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f"{os.sep}mil_passes{os.sep}" in f.filename]
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = f" (at {frame.filename.rsplit(os.sep + 'mil_passes' + os.sep, 1)[-1]}:{frame.lineno} in {frame.name})"
-    return f"{first[:300]}{where}"
+    """One line for the fuzzer's own exception: its first line and the innermost frame of the
+    program generator that drew what failed (an op-table entry or a plant, not the builder's
+    replay under it), if any."""
+    message = str(error).strip()
+    first = f"{type(error).__name__}: {message.splitlines()[0] if message else ''}"[:300]
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if _GENERATOR_FILES.search(f.filename)]
+    if not frames:
+        return first
+    drawing = [f for f in frames if not re.search(r"programs[/\\](grower|recipe)\.py$", f.filename)]
+    frame = (drawing or frames)[-1]
+    return f"{first} (at {_GENERATOR_FILES.search(frame.filename).group(1)}:{frame.lineno} in {frame.name})"
+
+
+_GENERATOR_FILES = re.compile(r"mil_passes[/\\](testing[/\\](?:programs[/\\]|plants[/\\]|strategies\.py).*)$")
 
 
 def fuzz(
