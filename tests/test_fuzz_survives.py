@@ -68,14 +68,14 @@ def test_the_other_targets_still_run_and_the_exit_status_says_which(capsys, monk
         assert lines[1] == f"--- {BAD}: reproduce: python -m mil_passes.testing.fuzz --pass {BAD} --examples 6 --seed 3"
         assert re.fullmatch(rf"{GOOD}: 6 programs, 0 failures, \d+% rewritten", lines[2])
 
-    def bug_and_error(name, target, *, examples, at, progress=None):
+    def bug_and_error(name, target, *, examples, at, **options):
         return FuzzReport(name, examples, 1, 0, generator_error="ValueError: x" if name == BAD else None)
 
     monkeypatch.setattr(fuzz_module, "fuzz", bug_and_error)
     assert main(["--pass", BAD, "--pass", GOOD, "--examples", "2"]) == FOUND_BUG | GENERATOR_ERROR == 5
     capsys.readouterr()
 
-    def dies(name, target, *, examples, at, progress=None):
+    def dies(name, target, *, examples, at, **options):
         raise MemoryError("worker gone")
 
     monkeypatch.setattr(fuzz_module, "fuzz", dies)

@@ -1,7 +1,8 @@
 """Run every pass of the package over random programs and report what breaks.
 
     python -m mil_passes.testing.fuzz [--pass NAME]... [--pipeline NAME]... [--each-pass-of NAME] [--states]
-                                      [--examples N] [--seed S] [--jobs J] [--minimize [--reproducers DIR]]
+                                      [--examples N] [--seed S] [--jobs J] [--shrink-seconds T]
+                                      [--minimize [--reproducers DIR]]
 
 Targets: each registered ``webnn::`` pass (``mil_passes.PASS_NAMES``), ``pipeline``
 (``mil_passes.pipeline(PassPipeline.EMPTY)``: the package's passes alone, in order), and ``lint``
@@ -468,13 +469,16 @@ def _target_named(name: str) -> Target:
     return select_targets([name])[name]
 
 
-def _rendered(name: str, examples: int, at: int, reproducers: str | None = None) -> tuple[str, int]:
+def _rendered(
+    name: str, examples: int, at: int, reproducers: str | None = None, shrink_seconds: float = SHRINK_SECONDS
+) -> tuple[str, int]:
     """Fuzz the target called ``name``: its summary line and shrunk failures as printed, and its
     exit status bits (what a worker process sends back; a shrunk program does not pickle).
     With ``reproducers`` (a folder), each failure is minimized and written there as a script.
     Progress goes to stderr."""
     target = _target_named(name)
-    report = fuzz(name, target, examples=examples, at=at, progress=_progress_every(examples))
+    progress = _progress_every(examples)
+    report = fuzz(name, target, examples=examples, at=at, progress=progress, shrink_seconds=shrink_seconds)
     status = report.status
     parts = [report.line() + "\n"]
     if report.generator_error is not None:
@@ -524,7 +528,12 @@ def minimized_reproducer(name: str, target: Target, failure: Failure, number: in
 
 
 def _results(
-    names: list[str], examples: int, at: int, jobs: int, reproducers: str | None = None
+    names: list[str],
+    examples: int,
+    at: int,
+    jobs: int,
+    reproducers: str | None = None,
+    shrink_seconds: float = SHRINK_SECONDS,
 ) -> Iterator[tuple[str, int]]:
     """:func:`_rendered` for each name, in order; ``jobs`` > 1 runs targets in forked workers
     (they inherit the registered passes, test-registered ones included). A target whose run
@@ -532,13 +541,13 @@ def _results(
     if jobs <= 1 or len(names) <= 1:
         for name in names:
             try:
-                yield _rendered(name, examples, at, reproducers)
+                yield _rendered(name, examples, at, reproducers, shrink_seconds)
             except Exception as error:  # noqa: BLE001 - one target's defect never stops the others
                 yield _failed_row(name, error, examples, at)
         return
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=context) as pool:
-        futures = [pool.submit(_rendered, name, examples, at, reproducers) for name in names]
+        futures = [pool.submit(_rendered, name, examples, at, reproducers, shrink_seconds) for name in names]
         for name, future in zip(names, futures):
             try:
                 yield future.result()
@@ -616,6 +625,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="where --minimize writes the scripts (default: reproducers/)",
     )
+    parser.add_argument(
+        "--shrink-seconds",
+        type=float,
+        default=SHRINK_SECONDS,
+        metavar="T",
+        help="stop shrinking a target's failures T seconds after the first one, keeping the smallest "
+        f"(default {SHRINK_SECONDS:.0f})",
+    )
     parser.add_argument("--examples", type=int, default=100, metavar="N", help="programs per pass (default 100)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the draws (default 0)")
     parser.add_argument(
@@ -635,7 +652,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore", RuntimeWarning)  # overflow and NaN in folded values are expected
     status = 0
     reproducers = args.reproducers if args.minimize else None
-    for text, target_status in _results(list(targets), args.examples, args.seed, args.jobs, reproducers):
+    runs = _results(list(targets), args.examples, args.seed, args.jobs, reproducers, args.shrink_seconds)
+    for text, target_status in runs:
         print(text, end="", flush=True)
         status |= target_status
     return status
