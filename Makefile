@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Targets `make fuzz` runs at once (one worker process each): every core by default
 FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 
-.PHONY: demo test check fuzz fuzz-coremltools bench peer-suite op-tests matrix clean
+.PHONY: demo test check fuzz fuzz-coremltools fuzz-packages bench peer-suite op-tests matrix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,13 @@ fuzz-coremltools: $(VENV)/.installed-test
 		--pass states:common::canonicalize_inplace_pattern --pass states:common::prefer_state_in_downstream \
 		--pipeline states:default --pipeline states:mil_passes \
 		--examples $(FUZZ_CT_EXAMPLES) --jobs $(FUZZ_JOBS) --minimize --reproducers reproducers
+
+# The command on FUZZ_PACKAGES hostile packages (four families of mutations of a small package: bytes,
+# Manifest.json, structure, meaning): lint and optimize or verify on each, every promise of
+# docs/cli-guarantees.md checked. make test runs 200.
+FUZZ_PACKAGES ?= 2000
+fuzz-packages: $(VENV)/.installed-test
+	$(BIN)/python -m mil_passes.testing.fuzz.packages --variants $(FUZZ_PACKAGES)
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run
