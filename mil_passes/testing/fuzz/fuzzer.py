@@ -350,7 +350,8 @@ def generator_error(error: BaseException) -> str:
         return first
     drawing = [f for f in frames if not re.search(r"programs[/\\](grower|recipe)\.py$", f.filename)]
     frame = (drawing or frames)[-1]
-    return f"{first} (at {_GENERATOR_FILES.search(frame.filename).group(1)}:{frame.lineno} in {frame.name})"
+    where = _GENERATOR_FILES.search(frame.filename)
+    return f"{first} (at {where.group(1) if where else frame.filename}:{frame.lineno} in {frame.name})"
 
 
 _GENERATOR_FILES = re.compile(r"mil_passes[/\\](testing[/\\](?:programs[/\\]|plants[/\\]|strategies\.py).*)$")

@@ -89,7 +89,18 @@ HOSTILE_PATHS = (
     "x" * 70_000,
     "é" * 200,
 )
-WRONG_VALUES = (None, 0, -1, 10**30, 1.5, True, [], {}, ["com.apple.CoreML/model.mlmodel"], {"path": "x"})
+WRONG_VALUES: tuple[object, ...] = (
+    None,
+    0,
+    -1,
+    10**30,
+    1.5,
+    True,
+    [],
+    {},
+    ["com.apple.CoreML/model.mlmodel"],
+    {"path": "x"},
+)
 
 
 def manifest_path(rng: random.Random, pkg: Path, outside: Path) -> str:

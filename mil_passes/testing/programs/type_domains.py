@@ -13,6 +13,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from coremltools.converters.mil.mil.operation import Operation
+
 import coremltools as ct
 from coremltools.converters.mil.mil import types
 from coremltools.converters.mil.mil.input_type import TensorInputType, TupleInputType
@@ -22,7 +24,7 @@ from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
 from .recipe import DTYPES
 
 
-def op_class(op_type: str, opset: Any) -> type:
+def op_class(op_type: str, opset: Any) -> type[Operation]:
     """The op class coremltools' builder uses for ``op_type`` in ``opset``."""
     return _get_version_of_op(SSAOpRegistry.core_ops[op_type], opset)
 
