@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Targets `make fuzz` runs at once (one worker process each): every core by default
 FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 
-.PHONY: demo test check fuzz fuzz-coremltools bench peer-suite op-tests matrix clean
+.PHONY: demo test check fuzz fuzz-coremltools fuzz-packages bench peer-suite op-tests matrix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,11 +49,14 @@ check: $(VENV)/.installed-test
 	$(BIN)/ruff format --check mil_passes tests benchmarks
 	$(BIN)/mypy
 
-# Every pass of the package, its pipeline and lint's contract on 10,000 programs each; then every pass,
+# The generator's validity (3,000 drawn programs over every fuzz target and opset, none failing
+# coremltools' type inference while built); every pass of the package, its pipeline and lint's
+# contract on 10,000 programs each; then every pass,
 # the package's pipeline and mil_passes.pipeline() on FUZZ_STATES_EXAMPLES stateful programs each
 # (outputs and states bit for bit over 4 steps).
 FUZZ_STATES_EXAMPLES ?= 2000
 fuzz: $(VENV)/.installed-test
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_generator_validity.py
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --examples 10000 --jobs $(FUZZ_JOBS)
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --states --pipeline mil_passes \
 		--examples $(FUZZ_STATES_EXAMPLES) --jobs $(FUZZ_JOBS)
@@ -71,6 +74,13 @@ fuzz-coremltools: $(VENV)/.installed-test
 		--pass states:common::canonicalize_inplace_pattern --pass states:common::prefer_state_in_downstream \
 		--pipeline states:default --pipeline states:mil_passes \
 		--examples $(FUZZ_CT_EXAMPLES) --jobs $(FUZZ_JOBS) --minimize --reproducers reproducers
+
+# The command on FUZZ_PACKAGES hostile packages (four families of mutations of a small package: bytes,
+# Manifest.json, structure, meaning): lint and optimize or verify on each, every promise of
+# docs/cli-guarantees.md checked. make test runs 200.
+FUZZ_PACKAGES ?= 2000
+fuzz-packages: $(VENV)/.installed-test
+	$(BIN)/python -m mil_passes.testing.fuzz.packages --variants $(FUZZ_PACKAGES)
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.run

@@ -118,7 +118,7 @@ def test_cli_exit_codes_and_output(capsys, monkeypatch):
         def __repr__(self):
             return "main[CoreML7](...)"
 
-    def failing(name, target, *, examples, at, progress=None):
+    def failing(name, target, *, examples, at, **options):
         return FuzzReport(name, examples, 2, 1, [Failure("AssertionError: differs", Shown())])
 
     monkeypatch.setattr(fuzz_module, "fuzz", failing)
@@ -128,7 +128,7 @@ def test_cli_exit_codes_and_output(capsys, monkeypatch):
         f"--- {BROKEN}: minimal failing program 1 of 1 (miscompile)\nAssertionError: differs\nmain[CoreML7](...)\n\n"
     )
 
-    def precision_only(name, target, *, examples, at, progress=None):
+    def precision_only(name, target, *, examples, at, **options):
         report = FuzzReport(name, examples, 2, 1, [Failure("Fp16Changed: differs", Shown(), "precision")])
         report.classes["precision"] = 2
         return report
@@ -160,7 +160,7 @@ def test_jobs_fuzz_targets_in_workers_with_the_same_output(capsys, monkeypatch):
     assert main([*argv, "--jobs", "2"]) == 0
     assert capsys.readouterr().out == alone and alone.count("\n") == 2
 
-    def failing(name, target, *, examples, at, progress=None):
+    def failing(name, target, *, examples, at, **options):
         return FuzzReport(name, examples, 1 if name == BROKEN else 0, 0)
 
     monkeypatch.setattr(fuzz_module, "fuzz", failing)  # forked workers inherit the patch

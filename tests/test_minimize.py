@@ -57,6 +57,14 @@ def test_minimize_keeps_the_failure_and_drops_the_rest():
     assert ops == ["concat", "slice_by_index"]
 
 
+def test_minimize_out_of_time_keeps_the_failing_program_and_says_it_stopped_early():
+    minimized = minimize(hidden_bug(), "default", [FEEDS], seconds=0.0)
+    assert minimized.stopped_early and minimized.checks == 0
+    assert minimized.signature.pass_name == "common::const_elimination"
+    assert minimized.non_const_ops == 5  # relu, concat, slice, add, mul: the program as found
+    assert not minimize(hidden_bug(), "default", [FEEDS]).stopped_early
+
+
 def test_minimize_of_a_program_that_does_not_fail():
     recipe = hidden_bug()
     recipe.outputs = [Ref(6)]

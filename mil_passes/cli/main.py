@@ -3,7 +3,8 @@
 Exit status: 0 done (``lint``: no error finding; ``optimize``/``demo``: written, no error left;
 ``verify``: no pass changed the outputs); 1 ``lint`` found an error (``optimize``: written, but an
 error finding is left; ``verify``: a pass changed the outputs, raised or broke the program); 2
-nothing done: a bad path, model or option, said in one line on stderr; 130 interrupted.
+nothing done: a bad path, model or option, said in one line on stderr; 3 an internal error of
+mil-passes (one line on stderr naming the file the traceback went to); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import Callable, TextIO
 from .._version import __version__
 from ..package.atomic import committed, raise_if_interrupted, remove_own_staging
 from .interrupts import interrupts_recorded, stop_raising
+from .internal_error import internal_error_line
 from .optional_frameworks import optional_frameworks_refused
+from ..package.untrusted import one_line
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def progress_enabled(quiet: bool, stream: TextIO | None = None) -> bool:
@@ -303,8 +306,9 @@ def _main(argv: list[str] | None) -> int:
             raise_if_interrupted()  # what follows a swallowed interrupt is the interrupt's doing
             message = _user_error(error)
             if message is None:
-                raise
-            print(f"mil-passes: error: {message}", file=sys.stderr)
+                print(internal_error_line(error), file=sys.stderr)
+                return EXIT_INTERNAL
+            print(one_line(f"mil-passes: error: {message}"), file=sys.stderr)
             return EXIT_ERROR
 
 

@@ -6,7 +6,8 @@ protobuf as ``@model_path/weights/<file>`` plus a byte offset. ``ct.models.MLMod
 whatever the manifest says, even ``../../outside/model.mlmodel`` (docs/evidence.md §3). Here every
 path is checked to stay inside the package (no absolute path, no ``..``, no symlink on the way)
 and every weight reference is checked against its file's blob header before anything reads
-the file. Nothing in a package is executed: it is parsed as JSON and protobuf only.
+the file. Nothing in a package is executed: it is parsed as JSON and protobuf only, and every
+string of it that becomes a path, and the manifest's JSON, is checked first (``untrusted``).
 
 Every problem is a :class:`~mil_passes.package.errors.PackageError` whose message is one line
 naming the path.
@@ -15,7 +16,6 @@ naming the path.
 from __future__ import annotations
 
 import errno
-import json
 import math
 import os
 import struct
@@ -27,6 +27,7 @@ from coremltools import proto
 from google.protobuf.message import DecodeError
 
 from .errors import PackageError
+from .untrusted import check_path_string, load_json, shown
 
 MANIFEST = "Manifest.json"
 MAX_MANIFEST_BYTES = 1 << 20
@@ -71,6 +72,8 @@ def require_existing(path: Path) -> None:
         os.stat(path)
     except OSError as error:
         raise PackageError(f"{path}: {path_problem(error)}") from None
+    except ValueError:  # a NUL byte; a command line cannot pass one, a Python caller can
+        raise PackageError(f"{shown(str(path))}: a path cannot hold a NUL byte") from None
 
 
 def path_problem(error: OSError) -> str:
@@ -120,30 +123,28 @@ def _root_model_path(path: Path, manifest: Path) -> str:
     """The manifest's root model path, after checking every entry stays inside ``Data/``."""
     if manifest.stat().st_size > MAX_MANIFEST_BYTES:
         raise PackageError(f"{path}: {MANIFEST} is larger than {MAX_MANIFEST_BYTES} bytes")
-    try:
-        content = json.loads(manifest.read_bytes())
-    except (ValueError, UnicodeDecodeError) as error:
-        raise PackageError(f"{path}: {MANIFEST} is not valid JSON ({error})") from None
+    content = load_json(path, manifest.read_bytes(), MANIFEST)
     entries = content.get("itemInfoEntries") if isinstance(content, dict) else None
     root_id = content.get("rootModelIdentifier") if isinstance(content, dict) else None
     if not isinstance(entries, dict) or not isinstance(root_id, str):
         raise PackageError(f"{path}: {MANIFEST} lacks itemInfoEntries or rootModelIdentifier")
     for identifier, entry in entries.items():
         item = entry.get("path") if isinstance(entry, dict) else None
+        what = f"{MANIFEST} entry '{shown(identifier)}'"
         if not isinstance(item, str) or not item:
-            raise PackageError(f"{path}: {MANIFEST} entry '{identifier}' has no path")
-        _check_relative(path, item, f"{MANIFEST} entry '{identifier}'")
+            raise PackageError(f"{path}: {what} has no path")
+        _check_relative(path, check_path_string(path, item, f"{what} path"), what)
     if root_id not in entries:
-        raise PackageError(f"{path}: {MANIFEST} names root model '{root_id}', which it does not list")
+        raise PackageError(f"{path}: {MANIFEST} names root model '{shown(root_id)}', which it does not list")
     return entries[root_id]["path"]
 
 
 def _check_relative(path: Path, relative: str, what: str) -> PurePosixPath:
     pure = PurePosixPath(relative)
     if pure.is_absolute() or "\\" in relative or (len(relative) > 1 and relative[1] == ":"):
-        raise PackageError(f"{path}: {what} is an absolute path '{relative}'; refusing to follow it")
+        raise PackageError(f"{path}: {what} is an absolute path '{shown(relative)}'; refusing to follow it")
     if ".." in pure.parts:
-        raise PackageError(f"{path}: {what} '{relative}' leads outside the package; refusing to follow it")
+        raise PackageError(f"{path}: {what} '{shown(relative)}' leads outside the package; refusing to follow it")
     return pure
 
 
@@ -154,36 +155,37 @@ def _inside(path: Path, root: Path, relative: str, what: str) -> Path:
         current = current / part
         if current.is_symlink():
             raise PackageError(
-                f"{path}: {what} goes through the symlink '{current.relative_to(root)}'; refusing to follow it"
+                f"{path}: {what} goes through the symlink '{shown(str(current.relative_to(root)))}'; "
+                "refusing to follow it"
             )
     if os.path.commonpath([os.path.realpath(current), str(root)]) != str(root):
-        raise PackageError(f"{path}: {what} '{relative}' leads outside the package; refusing to follow it")
+        raise PackageError(f"{path}: {what} '{shown(relative)}' leads outside the package; refusing to follow it")
     return current
 
 
 def read_spec(files: ModelFiles) -> "proto.Model_pb2.Model":
     """The model protobuf, parsed and checked to be a whole ML Program."""
     path, model_file = files.path, files.model_file
-    shown = model_file.name if not files.is_package else str(model_file.relative_to(files.root))
+    label = shown(model_file.name if not files.is_package else str(model_file.relative_to(files.root)))
     if not model_file.exists():
-        raise PackageError(f"{path}: model file '{shown}' is missing")
+        raise PackageError(f"{path}: model file '{label}' is missing")
     if not model_file.is_file():
-        raise PackageError(f"{path}: model file '{shown}' is not a regular file")
+        raise PackageError(f"{path}: model file '{label}' is not a regular file")
     size = model_file.stat().st_size
     if size == 0:
-        raise PackageError(f"{path}: model file '{shown}' is empty")
+        raise PackageError(f"{path}: model file '{label}' is empty")
     if size > MAX_MODEL_BYTES:
-        raise PackageError(f"{path}: model file '{shown}' is larger than a protobuf can be ({size} bytes)")
+        raise PackageError(f"{path}: model file '{label}' is larger than a protobuf can be ({size} bytes)")
     spec = proto.Model_pb2.Model()
     try:
         spec.ParseFromString(model_file.read_bytes())
     except (DecodeError, RuntimeError, ValueError) as error:
         raise PackageError(
-            f"{path}: model file '{shown}' is not a Core ML protobuf (corrupt or truncated: {error})"
+            f"{path}: model file '{label}' is not a Core ML protobuf (corrupt or truncated: {error})"
         ) from None
     kind = spec.WhichOneof("Type")
     if kind is None:
-        raise PackageError(f"{path}: model file '{shown}' holds no model (truncated or not a Core ML model)")
+        raise PackageError(f"{path}: model file '{label}' holds no model (truncated or not a Core ML model)")
     if kind != "mlProgram":
         raise PackageError(f"{path}: a {kind} model, not an ML Program; reconvert it with convert_to='mlprogram'")
     _check_interface(path, spec)
@@ -195,10 +197,12 @@ def _check_interface(path: Path, spec) -> None:
     program = spec.mlProgram
     name = spec.description.defaultFunctionName or "main"
     if name not in program.functions:
-        raise PackageError(f"{path}: the ML Program has no function '{name}' (truncated or corrupt)")
+        raise PackageError(f"{path}: the ML Program has no function '{shown(name)}' (truncated or corrupt)")
     for function_name, function in program.functions.items():
         if function.opset not in function.block_specializations:
-            raise PackageError(f"{path}: function '{function_name}' has no block for its opset '{function.opset}'")
+            raise PackageError(
+                f"{path}: function '{shown(function_name)}' has no block for its opset '{shown(function.opset)}'"
+            )
     function = program.functions[name]
     block = function.block_specializations[function.opset]
     described_inputs = [feature.name for feature in spec.description.input]
@@ -212,11 +216,13 @@ def _check_interface(path: Path, spec) -> None:
     state_inputs = [feature.name for feature in spec.description.state]
     if sorted(described_inputs + state_inputs) != sorted(program_inputs):
         raise PackageError(
-            f"{path}: the description's inputs {described_inputs} are not the program's {program_inputs}"
+            f"{path}: the description's inputs {shown(str(described_inputs), 100)} are not the program's "
+            f"{shown(str(program_inputs), 100)}"
         )
     if described_outputs != list(block.outputs):
         raise PackageError(
-            f"{path}: the description's outputs {described_outputs} are not the program's {list(block.outputs)}"
+            f"{path}: the description's outputs {shown(str(described_outputs), 100)} are not the program's "
+            f"{shown(str(list(block.outputs)), 100)}"
         )
 
 
@@ -234,12 +240,12 @@ def blob_references(program) -> Iterator[BlobReference]:
     """Every ``blobFileValue`` of an ML Program: op attributes and inline input values, all blocks."""
     for function_name, function in program.functions.items():
         for block in function.block_specializations.values():
-            yield from _block_blobs(block, f"function '{function_name}'")
+            yield from _block_blobs(block, f"function '{shown(function_name)}'")
 
 
 def _block_blobs(block, where: str) -> Iterator[BlobReference]:
     for op in block.operations:
-        label = f"{op.type} '{op.outputs[0].name if op.outputs else op.type}'"
+        label = f"{shown(op.type)} '{shown(op.outputs[0].name if op.outputs else op.type)}'"
         values = list(op.attributes.items())
         values += [
             (param, binding.value)
@@ -264,17 +270,17 @@ def check_weights(spec, files: ModelFiles) -> None:
         name = reference.file_name
         if not name.startswith(WEIGHT_PREFIX) or "/" in name[len(WEIGHT_PREFIX) :]:
             raise PackageError(
-                f"{path}: weight reference '{name}' of {reference.where} is not a file in "
+                f"{path}: weight reference '{shown(name)}' of {reference.where} is not a file in "
                 f"{WEIGHT_PREFIX}; refusing to follow it"
             )
-        base = name[len(WEIGHT_PREFIX) :]
+        base = check_path_string(path, name[len(WEIGHT_PREFIX) :], f"the weight file of {reference.where}")
         relative = str(files.weights_dir.relative_to(files.root) / base)
-        weight_file = _inside(path, files.root, relative, f"weight file '{base}'")
+        weight_file = _inside(path, files.root, relative, f"weight file '{shown(base)}'")
         if weight_file not in sizes:
             if not weight_file.exists():
-                raise PackageError(f"{path}: weight file 'weights/{base}' is missing")
+                raise PackageError(f"{path}: weight file 'weights/{shown(base)}' is missing")
             if not weight_file.is_file():
-                raise PackageError(f"{path}: weight file 'weights/{base}' is not a regular file")
+                raise PackageError(f"{path}: weight file 'weights/{shown(base)}' is not a regular file")
             sizes[weight_file] = _check_blob_header(path, weight_file)
         _check_blob(path, weight_file, sizes[weight_file], reference)
 
@@ -284,38 +290,38 @@ def _check_blob_header(path: Path, weight_file: Path) -> int:
     with weight_file.open("rb") as handle:
         header = handle.read(BLOB_ALIGNMENT)
     if len(header) < BLOB_ALIGNMENT:
-        raise PackageError(f"{path}: weight file 'weights/{weight_file.name}' is shorter than its header")
+        raise PackageError(f"{path}: weight file 'weights/{shown(weight_file.name)}' is shorter than its header")
     _, version = BLOB_HEADER.unpack_from(header)
     if version != BLOB_VERSION:
         raise PackageError(
-            f"{path}: weight file 'weights/{weight_file.name}' has storage version {version}, not {BLOB_VERSION}"
+            f"{path}: weight file 'weights/{shown(weight_file.name)}' has storage version {version}, not {BLOB_VERSION}"
         )
     return size
 
 
 def _check_blob(path: Path, weight_file: Path, size: int, reference: BlobReference) -> None:
-    shown = f"weight file 'weights/{weight_file.name}'"
+    label = f"weight file 'weights/{shown(weight_file.name)}'"
     offset = reference.offset
     if offset < BLOB_ALIGNMENT or offset % BLOB_ALIGNMENT or offset + BLOB_METADATA.size > size:
         raise PackageError(
-            f"{path}: {reference.where} reads offset {offset} of {shown} ({size} bytes): "
+            f"{path}: {reference.where} reads offset {offset} of {label} ({size} bytes): "
             "not a blob position in the file"
         )
     with weight_file.open("rb") as handle:
         handle.seek(offset)
         sentinel, _, byte_count, data_offset = BLOB_METADATA.unpack(handle.read(BLOB_METADATA.size))
     if sentinel != BLOB_SENTINEL:
-        raise PackageError(f"{path}: {reference.where} reads offset {offset} of {shown}, where no blob starts")
+        raise PackageError(f"{path}: {reference.where} reads offset {offset} of {label}, where no blob starts")
     if data_offset < offset + BLOB_ALIGNMENT or data_offset + byte_count > size:
         raise PackageError(
-            f"{path}: {reference.where} has {byte_count} bytes at offset {data_offset} of {shown}, "
+            f"{path}: {reference.where} has {byte_count} bytes at offset {data_offset} of {label}, "
             f"past its end ({size} bytes)"
         )
     expected = _declared_bytes(reference.value_type)
     if expected is not None and expected != byte_count:
         raise PackageError(
             f"{path}: {reference.where} declares {expected} bytes of weights, "
-            f"but its blob in {shown} holds {byte_count}"
+            f"but its blob in {label} holds {byte_count}"
         )
 
 

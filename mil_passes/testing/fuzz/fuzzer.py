@@ -1,7 +1,8 @@
 """Run every pass of the package over random programs and report what breaks.
 
     python -m mil_passes.testing.fuzz [--pass NAME]... [--pipeline NAME]... [--each-pass-of NAME] [--states]
-                                      [--examples N] [--seed S] [--jobs J] [--minimize [--reproducers DIR]]
+                                      [--examples N] [--seed S] [--jobs J] [--shrink-seconds T]
+                                      [--minimize [--reproducers DIR]]
 
 Targets: each registered ``webnn::`` pass (``mil_passes.PASS_NAMES``), ``pipeline``
 (``mil_passes.pipeline(PassPipeline.EMPTY)``: the package's passes alone, in order), and ``lint``
@@ -20,12 +21,18 @@ further (``minimize.py``) and writes it as a standalone script (``reproducer.py`
     webnn::NAME: N programs, F failures, H% rewritten[: M miscompiles, C crashes, P precision][; U unchecked]
 
 ("rewritten": the printed program changed), then each failure shrunk to a minimal program in
-MIL text form with its feeds. Each failure has a class: *miscompile* (an output changed beyond
+MIL text form with its feeds (shrinking stops after ``SHRINK_SECONDS`` per target, keeping the
+smallest program so far, and says so). Each failure has a class: *miscompile* (an output changed beyond
 the pass's declared precision, or the program no longer validates), *crash* (the pass raised),
 or *precision* (a pass that declares fp16 compute, ``common::add_fp16_cast``, changed only
 values: fp16 rounding or overflow beyond ±65504, which that pass documents); "unchecked" counts
-programs where the interpreter had no kernel for an op a pass made. Exits 1 if any target has a
-miscompile or a crash.
+programs where the interpreter had no kernel for an op a pass made.
+
+The fuzzer's own defects do not stop a run: an exception while drawing a target's programs (or
+shrinking or minimizing them) ends that target's row as ``NAME: generator error after K programs:
+…`` with the command that reproduces it, and the other targets still run. Exit status: 0 no
+miscompile nor crash; 1 a miscompile or a crash (a bug found); 4 a generator error; 5 both; 2 a
+bad option.
 
 ``--states`` fuzzes the chosen targets (by default every ``webnn::`` pass and ``pipeline``) on
 stateful programs instead (``state_plants.py``: windows on ``read_state``, ``slice_update`` at
@@ -53,6 +60,7 @@ import multiprocessing
 import os
 import re
 import sys
+import time
 import traceback
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -82,6 +90,8 @@ from ..strategies import NAME_POOL, DrawnProgram, programs
 
 Target: TypeAlias = "str | PassPipeline"
 LINT = "lint"  # the target that checks lint against the passes, not a pass
+FOUND_BUG, GENERATOR_ERROR = 1, 4  # exit status bits: a miscompile or crash; the fuzzer's own error
+SHRINK_SECONDS = 120.0  # shrinking of one target's failures stops after this (the smallest kept)
 
 
 @dataclass
@@ -107,6 +117,8 @@ class FuzzReport:
     minimal: list[Failure] = field(default_factory=list)
     classes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_CLASSES, 0))
     unchecked: int = 0
+    generator_error: str | None = None  # the fuzzer's own exception, in one line
+    shrink_stopped: float | None = None  # seconds after which shrinking stopped early
 
     def counts(self) -> dict[str, int]:
         """Failures per class; a failure not classed as a crash or precision is a miscompile."""
@@ -121,6 +133,8 @@ class FuzzReport:
             text += f": {counts[MISCOMPILE]} miscompiles, {counts[CRASH]} crashes, {counts[PRECISION]} precision"
         if self.unchecked:
             text += f"; {self.unchecked} unchecked"
+        if self.generator_error is not None:
+            text += f"; generator error after {self.programs} programs: {self.generator_error}"
         return text
 
     @property
@@ -128,6 +142,11 @@ class FuzzReport:
         """A miscompile or a crash (what the exit status reports)."""
         counts = self.counts()
         return bool(counts[MISCOMPILE] or counts[CRASH])
+
+    @property
+    def status(self) -> int:
+        """This target's part of the exit status: :data:`FOUND_BUG` and/or :data:`GENERATOR_ERROR`."""
+        return (FOUND_BUG if self.serious else 0) | (GENERATOR_ERROR if self.generator_error is not None else 0)
 
 
 def default_targets() -> dict[str, Target]:
@@ -320,6 +339,24 @@ def _describe(error: BaseException) -> str:
     return text if len(text) < 2000 else text[:2000] + " …"
 
 
+def generator_error(error: BaseException) -> str:
+    """One line for the fuzzer's own exception: its first line and the innermost frame of the
+    program generator that drew what failed (an op-table entry or a plant, not the builder's
+    replay under it), if any."""
+    message = str(error).strip()
+    first = f"{type(error).__name__}: {message.splitlines()[0] if message else ''}"[:300]
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if _GENERATOR_FILES.search(f.filename)]
+    if not frames:
+        return first
+    drawing = [f for f in frames if not re.search(r"programs[/\\](grower|recipe)\.py$", f.filename)]
+    frame = (drawing or frames)[-1]
+    where = _GENERATOR_FILES.search(frame.filename)
+    return f"{first} (at {where.group(1) if where else frame.filename}:{frame.lineno} in {frame.name})"
+
+
+_GENERATOR_FILES = re.compile(r"mil_passes[/\\](testing[/\\](?:programs[/\\]|plants[/\\]|strategies\.py).*)$")
+
+
 def fuzz(
     name: str,
     target: Target,
@@ -329,10 +366,12 @@ def fuzz(
     strategy: SearchStrategy | None = None,
     progress: Callable[[FuzzReport], None] | None = None,
     check: Callable[[Any, Target], bool] | None = None,
+    shrink_seconds: float = SHRINK_SECONDS,
 ) -> FuzzReport:
     """Check ``target`` on ``examples`` drawn programs; shrink the failures if there are any.
     ``progress`` gets the report after each program; ``check`` replaces the target's checker
-    (for another kind of drawn program, such as :mod:`~mil_passes.testing.plants.states`')."""
+    (for another kind of drawn program, such as :mod:`~mil_passes.testing.plants.states`'). An
+    exception while drawing ends the run with ``generator_error`` set (the report so far kept)."""
     strategy = strategy_for(name) if strategy is None else strategy
     report = FuzzReport(name)
     check = checker(name) if check is None else check
@@ -353,10 +392,17 @@ def fuzz(
         if progress is not None:
             progress(report)
 
-    _run(count, strategy, examples, at, (Phase.generate,))
+    try:
+        _run(count, strategy, examples, at, (Phase.generate,))
+    except Exception as error:  # noqa: BLE001 - count() keeps the checks' own: this is the generator's
+        report.generator_error = generator_error(error)
     if report.failures:
-        report.minimal = shrink(target, strategy, examples, at, check)
+        report.minimal, report.shrink_stopped = shrink(target, strategy, examples, at, check, shrink_seconds)
     return report
+
+
+class _OutOfTime(BaseException):
+    """Raised from a shrink's test body when its time is up: hypothesis lets it through."""
 
 
 def shrink(
@@ -365,24 +411,40 @@ def shrink(
     examples: int,
     at: int,
     check_one: Callable[[DrawnProgram, Target], bool] = check_drawn,
-) -> list[Failure]:
+    seconds: float = SHRINK_SECONDS,
+) -> tuple[list[Failure], float | None]:
     """The same draws again, now failing on the first error: hypothesis shrinks each distinct
-    failure and replays the minimal one last (``is_final``), which is the one kept."""
+    failure and replays the minimal one last (``is_final``), which is the one kept. ``seconds``
+    after the first failure shrinking stops: then the smallest failing program of each error
+    type so far is kept, and the seconds are returned (else None)."""
     found: list[Failure] = []
+    smallest: dict[str, tuple[int, Failure]] = {}
+    started: list[float] = []
 
     def check(drawn: DrawnProgram) -> None:
+        if started and time.monotonic() - started[0] > seconds:
+            raise _OutOfTime
         try:
             check_one(drawn, target)
         except Exception as error:
+            failure = Failure(_describe(error), drawn, classify(error))
             if current_build_context().is_final:
-                found.append(Failure(_describe(error), drawn, classify(error)))
+                found.append(failure)
+            else:
+                started[:] = started or [time.monotonic()]
+                size = len(repr(drawn))
+                key = type(error).__name__
+                if key not in smallest or size < smallest[key][0]:
+                    smallest[key] = (size, failure)
             raise
 
     try:
         _run(check, strategy, examples, at, (Phase.generate, Phase.shrink))
+    except _OutOfTime:
+        return [failure for _, failure in smallest.values()], seconds
     except Exception:  # the failures themselves (an ExceptionGroup when there are several)
         pass
-    return found
+    return found, None
 
 
 def _progress_every(examples: int) -> Callable[[FuzzReport], None]:
@@ -408,20 +470,45 @@ def _target_named(name: str) -> Target:
     return select_targets([name])[name]
 
 
-def _rendered(name: str, examples: int, at: int, reproducers: str | None = None) -> tuple[str, bool]:
-    """Fuzz the target called ``name``: its summary line and shrunk failures as printed, and
-    whether it failed (what a worker process sends back; a shrunk program does not pickle).
+def _rendered(
+    name: str, examples: int, at: int, reproducers: str | None = None, shrink_seconds: float = SHRINK_SECONDS
+) -> tuple[str, int]:
+    """Fuzz the target called ``name``: its summary line and shrunk failures as printed, and its
+    exit status bits (what a worker process sends back; a shrunk program does not pickle).
     With ``reproducers`` (a folder), each failure is minimized and written there as a script.
     Progress goes to stderr."""
     target = _target_named(name)
-    report = fuzz(name, target, examples=examples, at=at, progress=_progress_every(examples))
+    progress = _progress_every(examples)
+    report = fuzz(name, target, examples=examples, at=at, progress=progress, shrink_seconds=shrink_seconds)
+    status = report.status
     parts = [report.line() + "\n"]
+    if report.generator_error is not None:
+        parts.append(f"--- {name}: reproduce: {reproduce_command(name, examples, at)}\n")
+    if report.shrink_stopped is not None:
+        parts.append(
+            f"--- {name}: shrinking stopped after {report.shrink_stopped:.0f} s; "
+            "the smallest failing programs so far follow\n"
+        )
     for i, failure in enumerate(report.minimal, 1):
         parts.append(f"--- {name}: minimal failing program {i} of {len(report.minimal)} ({failure.kind})\n{failure}\n")
         if reproducers is not None:
-            parts.append(minimized_reproducer(name, target, failure, i, reproducers) + "\n")
+            try:
+                parts.append(minimized_reproducer(name, target, failure, i, reproducers) + "\n")
+            except Exception as error:  # noqa: BLE001 - the minimizer's own defect: said, the run goes on
+                parts.append(f"--- {name}: generator error while minimizing: {generator_error(error)}\n")
+                status |= GENERATOR_ERROR
         parts.append("\n")
-    return "".join(parts), report.serious
+    return "".join(parts), status
+
+
+def reproduce_command(name: str, examples: int, at: int) -> str:
+    """The command that fuzzes only the target ``name`` as this run did (the same draws)."""
+    prefix, bare = _split_states(name)
+    if bare.startswith(PIPELINE_PREFIX):
+        option = f"--pipeline {prefix}{bare[len(PIPELINE_PREFIX) :]}"
+    else:
+        option = f"--pass {name}"
+    return f"python -m mil_passes.testing.fuzz {option} --examples {examples} --seed {at}"
 
 
 def minimized_reproducer(name: str, target: Target, failure: Failure, number: int, folder: str) -> str:
@@ -434,24 +521,44 @@ def minimized_reproducer(name: str, target: Target, failure: Failure, number: in
         return f"--- {name}: not minimized: verify does not see this failure (bit-exactness or idempotence)"
     slug = name.replace("::", "_").replace(":", "_").replace(",", "_")
     path = write_reproducer(minimized, os.path.join(folder, f"{slug}_{number}.py"))
+    stopped = f"; stopped early after {minimized.seconds:.0f} s" if minimized.stopped_early else ""
     return (
         f"--- {name}: minimized to {minimized.non_const_ops} non-const ops ({minimized.signature}; "
-        f"passes {', '.join(minimized.passes)}): {path}"
+        f"passes {', '.join(minimized.passes)}{stopped}): {path}"
     )
 
 
 def _results(
-    names: list[str], examples: int, at: int, jobs: int, reproducers: str | None = None
-) -> Iterator[tuple[str, bool]]:
+    names: list[str],
+    examples: int,
+    at: int,
+    jobs: int,
+    reproducers: str | None = None,
+    shrink_seconds: float = SHRINK_SECONDS,
+) -> Iterator[tuple[str, int]]:
     """:func:`_rendered` for each name, in order; ``jobs`` > 1 runs targets in forked workers
-    (they inherit the registered passes, test-registered ones included)."""
+    (they inherit the registered passes, test-registered ones included). A target whose run
+    raises anyway (a worker that died) gets a generator-error row; the others still run."""
     if jobs <= 1 or len(names) <= 1:
-        yield from (_rendered(name, examples, at, reproducers) for name in names)
+        for name in names:
+            try:
+                yield _rendered(name, examples, at, reproducers, shrink_seconds)
+            except Exception as error:  # noqa: BLE001 - one target's defect never stops the others
+                yield _failed_row(name, error, examples, at)
         return
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=context) as pool:
-        futures = [pool.submit(_rendered, name, examples, at, reproducers) for name in names]
-        yield from (future.result() for future in futures)
+        futures = [pool.submit(_rendered, name, examples, at, reproducers, shrink_seconds) for name in names]
+        for name, future in zip(names, futures):
+            try:
+                yield future.result()
+            except Exception as error:  # noqa: BLE001 - as above; a broken pool fails the rest alike
+                yield _failed_row(name, error, examples, at)
+
+
+def _failed_row(name: str, error: BaseException, examples: int, at: int) -> tuple[str, int]:
+    line = f"{name}: generator error: {generator_error(error)}\n"
+    return line + f"--- {name}: reproduce: {reproduce_command(name, examples, at)}\n", GENERATOR_ERROR
 
 
 def stateful_targets() -> dict[str, str | PassPipeline]:
@@ -519,6 +626,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="where --minimize writes the scripts (default: reproducers/)",
     )
+    parser.add_argument(
+        "--shrink-seconds",
+        type=float,
+        default=SHRINK_SECONDS,
+        metavar="T",
+        help="stop shrinking a target's failures T seconds after the first one, keeping the smallest "
+        f"(default {SHRINK_SECONDS:.0f})",
+    )
     parser.add_argument("--examples", type=int, default=100, metavar="N", help="programs per pass (default 100)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the draws (default 0)")
     parser.add_argument(
@@ -536,12 +651,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     warnings.simplefilter("ignore", RuntimeWarning)  # overflow and NaN in folded values are expected
-    failed = False
+    status = 0
     reproducers = args.reproducers if args.minimize else None
-    for text, target_failed in _results(list(targets), args.examples, args.seed, args.jobs, reproducers):
+    runs = _results(list(targets), args.examples, args.seed, args.jobs, reproducers, args.shrink_seconds)
+    for text, target_status in runs:
         print(text, end="", flush=True)
-        failed |= target_failed
-    return 1 if failed else 0
+        status |= target_status
+    return status
 
 
 if __name__ == "__main__":

@@ -6,11 +6,13 @@ pass, its status, and (for ``changed``) whether an output's dtype, shape or valu
 data) and keeps an edit when the failure stays the same: run only the culprit pass, drop
 outputs, drop ops whose outputs nothing reads, replace an op's outputs by new inputs or by consts
 (the values the op computed on the feed), drop unused inputs, make symbolic dims concrete and
-shrink input dims. :mod:`.reproducer` writes the result as a script.
+shrink input dims. It stops after ``max_checks`` candidates or ``seconds``, keeping the smallest
+program so far (``stopped_early`` says so). :mod:`.reproducer` writes the result as a script.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Collection, Iterator, Sequence
 
@@ -24,6 +26,7 @@ from ..programs.recipe import Arg, Branch, InputDecl, Recipe, Ref, Step, functio
 from ..strategies import INPUT_DTYPES
 
 MAX_CHECKS = 2000
+MAX_SECONDS = 300.0  # per failure: the smallest program so far is kept after this
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ class Minimized:
     signature: Signature
     row: PassRow
     checks: int
+    stopped_early: bool = False  # out of time or checks before no smaller candidate was left
+    seconds: float = 0.0
 
     @property
     def non_const_ops(self) -> int:
@@ -103,8 +108,10 @@ def minimize(
     feeds_list: Sequence[dict[str, np.ndarray]],
     *,
     max_checks: int = MAX_CHECKS,
+    seconds: float = MAX_SECONDS,
 ) -> Minimized | None:
-    """Shrink ``recipe`` while ``pipeline`` fails on it the same way; None if it does not fail."""
+    """Shrink ``recipe`` while ``pipeline`` fails on it the same way, for at most ``max_checks``
+    candidates and ``seconds``; None if it does not fail."""
     resolved = resolve_pipeline(pipeline)
     for feeds in feeds_list:
         row = failure(recipe, resolved, feeds)
@@ -112,10 +119,18 @@ def minimize(
             break
     else:
         return None
-    shrinker = _Shrinker(recipe, dict(feeds), resolved, row, max_checks)
+    shrinker = _Shrinker(recipe, dict(feeds), resolved, row, max_checks, time.monotonic() + seconds)
+    started = time.monotonic()
     shrinker.run()
     return Minimized(
-        shrinker.recipe, shrinker.feeds, shrinker.passes, shrinker.signature, shrinker.row, shrinker.checks
+        shrinker.recipe,
+        shrinker.feeds,
+        shrinker.passes,
+        shrinker.signature,
+        shrinker.row,
+        shrinker.checks,
+        shrinker.stopped_early,
+        time.monotonic() - started,
     )
 
 
@@ -126,7 +141,9 @@ def _culprit_pipeline(pipeline: PassPipeline, passes: list[str]) -> PassPipeline
 
 
 class _Shrinker:
-    def __init__(self, recipe: Recipe, feeds: dict, pipeline: PassPipeline, row: PassRow, max_checks: int):
+    def __init__(
+        self, recipe: Recipe, feeds: dict, pipeline: PassPipeline, row: PassRow, max_checks: int, deadline: float
+    ):
         self.recipe, self.feeds, self.row = recipe, feeds, row
         self.pipeline = pipeline
         self.passes = list(pipeline.passes[: row.index])
@@ -134,10 +151,13 @@ class _Shrinker:
         assert signature is not None, "minimize() starts from a culprit row"
         self.signature = signature
         self.max_checks = max_checks
+        self.deadline = deadline
         self.checks = 0
+        self.stopped_early = False  # a candidate went untried: out of checks or time
 
     def accept(self, recipe: Recipe, feeds: dict, passes: list[str] | None = None) -> bool:
-        if self.checks >= self.max_checks:
+        if self.checks >= self.max_checks or time.monotonic() > self.deadline:
+            self.stopped_early = True
             return False
         self.checks += 1
         passes = self.passes if passes is None else passes
@@ -150,7 +170,7 @@ class _Shrinker:
     def run(self) -> None:
         self.accept(self.recipe, self.feeds, self.passes[-1:])
         changed = True
-        while changed and self.checks < self.max_checks:
+        while changed and not self.stopped_early:
             changed = any(self.accept(recipe, feeds) for recipe, feeds in self.candidates())
 
     def candidates(self) -> Iterator[tuple[Recipe, dict]]:

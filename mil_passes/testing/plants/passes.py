@@ -16,7 +16,7 @@ from coremltools.converters.mil.mil import Var
 from hypothesis import strategies as st
 
 from ..programs.grower import BASIC, MAX_ELEMENTS, NUMERIC, Grower, dtype_of, is_static, numel, shape_of
-from ..programs.ops_base import factor, movable, operand
+from ..programs.ops_base import factor, operand
 from ..programs.ops_elementwise import add_select
 from ..programs.recipe import DTYPES, Operand, Ref
 from .placement import PLACEMENT_PLANTS
@@ -36,7 +36,7 @@ def _base(g: Grower, dtypes: tuple[str, ...], shape: tuple[int, ...]) -> Ref:
 def plant_concat_window(g: Grower) -> list[Ref]:
     """``y = slice_by_index(concat(pieces), window)`` with the window often across a seam,
     sometimes joined again by ``concat``/``stack`` (the streaming-cache update)."""
-    x = _base(g, movable(g), (1, 4, 7))
+    x = _base(g, g.dtypes("concat", "values"), (1, 4, 7))
     xv = g.var(x)
     shape, rank = shape_of(xv), len(shape_of(xv))
     static_axes = [i for i, d in enumerate(shape) if is_static(d)]

@@ -7,6 +7,7 @@ The op table and the pattern plants add ops only through :meth:`Grower.emit`.
 
 from __future__ import annotations
 
+import traceback
 from typing import Any, Callable
 
 import coremltools as ct
@@ -17,6 +18,7 @@ from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 from hypothesis import reject, strategies as st
 
 from .recipe import Branch, Ref, Step, replay_step
+from .type_domains import accepted_dtypes
 
 MAX_SYMBOL = 4  # the largest size a symbolic dim takes in drawn feeds
 MAX_ELEMENTS = 256  # no drawn tensor is larger (symbolic dims counted at MAX_SYMBOL)
@@ -90,6 +92,10 @@ class Grower:
     @property
     def ios17(self) -> bool:
         return self.opset >= ct.target.iOS17
+
+    def dtypes(self, op_type: str, input_name: str = "x") -> tuple[str, ...]:
+        """The dtypes ``op_type``'s input ``input_name`` accepts in this program's opset."""
+        return accepted_dtypes(op_type, input_name, self.opset)
 
     @property
     def steps(self) -> list[Step]:
@@ -165,10 +171,11 @@ class Grower:
         start = len(self.vals)
         try:
             replay_step(step, self.vals)
-        except Exception:
+        except Exception as error:
             # coremltools' value inference breaks on some folded values (a 1-element tensor
             # folded to a Python float, then np.where or a reduction trips on it): draw again.
-            if any(self.var(ref).val is not None for ref in _refs_in(args)):
+            # A type check or type inference that fails is the generator's defect: raised.
+            if _in_value_inference(error) and any(self.var(ref).val is not None for ref in _refs_in(args)):
                 reject()
             raise
         return self._record(step, start)
@@ -209,6 +216,11 @@ class Grower:
         if step.op_type == "shape":
             self.shape_refs.update(refs)
         return refs
+
+
+def _in_value_inference(error: BaseException) -> bool:
+    """``error`` was raised inside an op's ``value_inference`` (coremltools folding a value)."""
+    return any(frame.name == "value_inference" for frame in traceback.extract_tb(error.__traceback__))
 
 
 def _side_effect(body: Callable[[], Any]) -> st.SearchStrategy[bool]:

@@ -45,7 +45,7 @@ def grow_step(g: Grower, depth: int, nested: bool) -> None:
     for _ in range(3):
         entry = g.choose(g.table)
         x = None
-        if entry.accepts is not None:
+        if entry.input is not None:
             x = g.pick(partial(entry.accepts, g))
             if x is None:
                 continue

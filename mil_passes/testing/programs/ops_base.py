@@ -1,17 +1,12 @@
-"""Helpers the op table's entries share: operands that broadcast, axes, factors, the movable dtypes."""
+"""Helpers the op table's entries share: operands that broadcast, axes, factors."""
 
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import strategies as st
 
-from .grower import BASIC, MAX_ELEMENTS, SMALL_INT, Grower, broadcast, dtype_of, is_static, numel, shape_of
+from .grower import MAX_ELEMENTS, Grower, broadcast, dtype_of, is_static, numel, shape_of
 from .recipe import Operand, Ref
-
-
-def movable(g: Grower) -> tuple[str, ...]:
-    """Dtypes the data-movement ops take (iOS17 added the small ints)."""
-    return BASIC + SMALL_INT if g.ios17 else BASIC
 
 
 def axis_arg(g: Grower, index: int, rank: int) -> int:

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from .grower import (
     BASIC,
-    SMALL_INT,
     Grower,
     broadcast,
     dtype_of,
@@ -39,7 +38,7 @@ def add_select(g: Grower, op_type: str, cond: Ref, dtype: str | None = None) -> 
     the broadcast of a and b alone (it ignores cond's shape). Consts are never 0-d: with a
     folded ``cond``, coremltools' value inference needs a tensor a or b."""
     cond_shape = shape_of(g.var(cond))
-    dtype = dtype or g.choose(BASIC)
+    dtype = dtype or g.choose(g.dtypes("select", "a"))
     a: Operand | None = g.pick(lambda v: dtype_of(v) == dtype and broadcast(cond_shape, shape_of(v)) == shape_of(v))
     if a is None or g.draw(st.booleans()):
         if not all(is_static(d) for d in cond_shape):
@@ -53,7 +52,9 @@ def add_select(g: Grower, op_type: str, cond: Ref, dtype: str | None = None) -> 
 
 
 def add_cast(g: Grower, op_type: str, x: Ref) -> list[Ref]:
-    targets = BASIC + SMALL_INT if g.ios17 and g.var(x).val is None else BASIC  # see not_folded
+    """A cast to a dtype of cast's own domain; of a folded ``x``, only to the basic dtypes
+    (coremltools cannot fold a cast to a small int of some values: see ``not_folded``)."""
+    targets = g.dtypes("cast") if g.var(x).val is None else tuple(d for d in g.dtypes("cast") if d in BASIC)
     return g.emit("cast", {"x": x, "dtype": g.choose(targets)})
 
 
@@ -64,7 +65,7 @@ def add_fill(g: Grower, op_type: str, x: Ref | None) -> list[Ref]:
         target = g.choose(shapes)
     else:
         target = g.ints(g.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
-    dtype = g.choose(BASIC)
+    dtype = g.choose(g.dtypes("fill", "value"))
     return g.emit("fill", {"shape": target, "value": g.const(dtype, ())})
 
 
