@@ -75,6 +75,8 @@ def _forget(key: int, _: weakref.ref) -> None:
 
 def _read_only(value: Any) -> Any:
     if type(value) is np.ndarray:
+        if value.base is not None:  # a view: own the bytes, so that the value is frozen
+            value = value.copy()
         value.flags.writeable = False
     return value
 
