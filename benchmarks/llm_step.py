@@ -15,12 +15,13 @@ before numpy loads). Prints, from one run:
   ≤ 2.5x);
 - ``int4``: the 135M program compressed by ``coremltools.optimize`` (int4, per block of 32) against
   the uncompressed one, both on the interpreter (target ≤ 1.5x);
-- ``conv``: a ResNet-style net at 160x160 with 32-128 channels, converted at FLOAT32, one
-  ``evaluate`` against torch eager, best of 3 (target ≤ 2.5x);
+- ``conv``: a ResNet-style net at 160x160 with 32-128 channels, converted at FLOAT32 (and, for
+  information, FLOAT16), one ``evaluate`` against torch eager, best of 3, interleaved (target
+  ≤ 2.5x at FLOAT32, the oracle's target);
 - ``memory``: in a child process that loads the saved 1B-width package (uncompressed, then int4),
-  the peak resident memory while stepping (``VmHWM`` after ``/proc/self/clear_refs``), over the
-  resident memory after ``import coremltools``, against the fp16 weights plus the states
-  (target ≤ ~1.5x).
+  the peak resident memory of the prompt and of the decode steps (``VmHWM`` after
+  ``/proc/self/clear_refs``), over the resident memory after ``import coremltools``, against the
+  fp16 weights plus the states (target ≤ ~1.5x, on the decode steps).
 
 Converted packages are kept under ``--cache`` (default: a temporary folder).
 """
@@ -198,14 +199,16 @@ def conv(args, cache: Path) -> float:
     net = conv_net()
     image = np.random.default_rng(0).standard_normal((1, 3, 160, 160)).astype(np.float32)
     traced = torch.jit.trace(net, torch.from_numpy(image))
-    mlmodel = ct.convert(
-        traced,
-        inputs=[ct.TensorType(name="image", shape=image.shape)],
-        convert_to="mlprogram",
-        compute_precision=ct.precision.FLOAT32,
-        skip_model_load=True,
-    )
-    prog = mlmodel._mil_program
+    programs = {
+        label: ct.convert(
+            traced,
+            inputs=[ct.TensorType(name="image", shape=image.shape)],
+            convert_to="mlprogram",
+            compute_precision=precision,
+            skip_model_load=True,
+        )._mil_program
+        for label, precision in (("fp32", ct.precision.FLOAT32), ("fp16", ct.precision.FLOAT16))
+    }
     tensor = torch.from_numpy(image)
 
     def eager():
@@ -213,13 +216,16 @@ def conv(args, cache: Path) -> float:
             net(tensor)
 
     eager()
-    evaluate(prog, {"image": image})
-    best_torch = min(_cpu(eager)[0] for _ in range(3))
-    best_mine = min(_cpu(lambda: evaluate(prog, {"image": image}))[0] for _ in range(3))
-    ratio = best_mine / best_torch
+    best_torch, best = float("inf"), dict.fromkeys(programs, float("inf"))
+    for _ in range(3):  # interleaved: the load on the machine moves both alike
+        best_torch = min(best_torch, _cpu(eager)[0])
+        for label, prog in programs.items():
+            best[label] = min(best[label], _cpu(lambda p=prog: evaluate(p, {"image": image}))[0])
+    ratio = best["fp32"] / best_torch
     print(
-        f"conv net 160x160 (32-128 channels, fp32): interpreter {best_mine * 1e3:.1f} ms, torch "
-        f"{best_torch * 1e3:.1f} ms: {_verdict(ratio, TARGETS['conv'])}"
+        f"conv net 160x160 (32-128 channels): torch {best_torch * 1e3:.1f} ms, interpreter fp32 "
+        f"{best['fp32'] * 1e3:.1f} ms: {_verdict(ratio, TARGETS['conv'])}; the fp16 program "
+        f"{best['fp16'] * 1e3:.1f} ms ({best['fp16'] / best_torch:.2f}x)"
     )
     return ratio
 
@@ -254,12 +260,23 @@ def child_memory(path: Path, shape_name: str, layers: int) -> dict:
     state = make_state(mlmodel)
     states = sum(cell.value.nbytes for cell in state.cells.values())
     loaded = _status_kib("VmRSS")
-    Path("/proc/self/clear_refs").write_text("5")  # VmHWM starts again from the current RSS
     shape = llama.SHAPES[shape_name].with_layers(layers)
-    for feed in llama.decode_feeds(shape):
+    prompt, *steps = llama.decode_feeds(shape)
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM starts again from the current RSS
+    predict(mlmodel, prompt, state=state)
+    prompt_peak = _status_kib("VmHWM")
+    Path("/proc/self/clear_refs").write_text("5")
+    for feed in steps:
         predict(mlmodel, feed, state=state)
     peak = _status_kib("VmHWM")
-    return {"imported": imported << 10, "loaded": loaded << 10, "peak": peak << 10, "consts": weights, "states": states}
+    return {
+        "imported": imported << 10,
+        "loaded": loaded << 10,
+        "prompt_peak": prompt_peak << 10,
+        "peak": peak << 10,
+        "consts": weights,
+        "states": states,
+    }
 
 
 def memory(args, cache: Path) -> float:
@@ -281,6 +298,7 @@ def memory(args, cache: Path) -> float:
             fp16 = figures["consts"]  # the uncompressed program's consts: its fp16 weights
         budget = fp16 + figures["states"]
         above = figures["peak"] - figures["imported"]
+        prompt_above = figures["prompt_peak"] - figures["imported"]
         ratio = above / budget
         worst = max(worst, ratio)
         mib = 1 << 20
@@ -288,7 +306,8 @@ def memory(args, cache: Path) -> float:
             f"memory, 1B widths {shape.layers} layers, {label}: consts {figures['consts'] / mib:.0f} MiB, fp16 weights "
             f"{fp16 / mib:.0f} MiB + states {figures['states'] / mib:.0f} MiB; resident after import "
             f"{figures['imported'] / mib:.0f} MiB, loaded +{(figures['loaded'] - figures['imported']) / mib:.0f} MiB, "
-            f"peak stepping +{above / mib:.0f} MiB: {_verdict(ratio, TARGETS['memory'])}"
+            f"peak of the {PROMPT}-token prompt +{prompt_above / mib:.0f} MiB ({prompt_above / budget:.2f}x), "
+            f"peak of the decode steps +{above / mib:.0f} MiB: {_verdict(ratio, TARGETS['memory'])}"
         )
     return worst
 
@@ -304,8 +323,13 @@ def main(argv: list[str] | None = None) -> int:
         path, shape_name, layers = args.child_memory
         print(json.dumps(child_memory(Path(path), shape_name, int(layers))))
         return 0
-    runs = {"smollm_135m": lambda c: decoder("smollm_135m", args, c), "llama_1b": lambda c: decoder("llama_1b", args, c)}
-    runs.update({"int4": lambda c: int4(args, c), "conv": lambda c: conv(args, c), "memory": lambda c: memory(args, c)})
+    runs = {
+        "smollm_135m": lambda c: decoder("smollm_135m", args, c),
+        "llama_1b": lambda c: decoder("llama_1b", args, c),
+        "int4": lambda c: int4(args, c),
+        "conv": lambda c: conv(args, c),
+        "memory": lambda c: memory(args, c),
+    }
     missed = []
     with tempfile.TemporaryDirectory() as temporary:
         cache = args.cache or Path(temporary)

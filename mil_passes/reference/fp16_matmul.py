@@ -12,12 +12,12 @@ widened (sign-extended), shifted left 13 and bits 28-30 cleared are the fp32 bit
 integer passes in cache instead of numpy's cast. ``x`` is scaled by ``2**112`` (exact while
 ``|x| < 2**16``), so each product ``x' * w'`` is the same real number as ``x * w``: BLAS forms the
 same products and sums and rounds them the same, and the result has the bits of the matmul of
-the widened weight. For one row of ``x`` (a decode step) the product is a
-matrix-vector one (BLAS's ``gemv``), each output the dot product of its own weight row, so a block
-of rows (whole groups of :data:`BLOCK_ALIGN`) gives the bits of the whole and no fp32 copy of the weight is made. With more rows, BLAS's
-``gemm`` tiles the weight rows in a way that depends on their number (measured with OpenBLAS
-0.3.30: 4 rows of ``x`` in blocks of 56 weight rows changed bits), so the weight is widened whole
-this way, into one transient int32 buffer.
+the widened weight. For one row of ``x`` (a decode step) the product is a matrix-vector one
+(BLAS's ``gemv``), each output the dot product of its own weight row, so a block of rows (whole
+groups of :data:`BLOCK_ALIGN`) gives the bits of the whole, and no fp32 copy of the weight is
+made. With more rows, BLAS's ``gemm`` tiles the weight rows in a way that depends on their number
+(measured with OpenBLAS 0.3.30: 4 rows of ``x`` in blocks of 56 or 64 weight rows changed bits),
+so the weight is widened whole this way, into one transient int32 buffer.
 
 A weight holding inf or NaN (fp16 exponent 31) has no such image; :func:`matmul_fp16_t` returns
 ``None`` for it, as for any ``x`` it does not take. Whether a weight is finite is checked as its
