@@ -116,3 +116,22 @@ def test_a_replaced_or_changed_input_is_decoded_again(monkeypatch):
     assert calls[0] == 2 and not np.array_equal(before, doubled)
     scale.val[...] = scale.val / 2  # changed in place, every element (the sample sees it)
     assert np.array_equal(evaluate(prog, _x(0))[name], before) and calls[0] == 3
+
+
+def test_a_large_input_is_sampled_and_a_change_the_sample_sees_decodes_again(monkeypatch):
+    data = RNG.integers(-8, 8, (256, 64)).astype(types.np_int4_dtype)
+    scale = RNG.uniform(1e-3, 0.1, (256, 2)).astype(np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec((256, 64), dtype=types.fp16)], opset_version=ct.target.iOS18)
+    def prog(x):
+        return mb.add(x=x, y=mb.constexpr_blockwise_shift_scale(data=data, scale=scale))
+
+    calls = _counting(monkeypatch, "constexpr_blockwise_shift_scale")
+    name = prog.functions["main"].outputs[0].name
+    x = {"x": np.zeros((256, 64), np.float16)}
+    first = evaluate(prog, x)[name]
+    assert np.array_equal(evaluate(prog, x)[name], first) and calls[0] == 1
+    stored = _constexpr(prog).data.val
+    stored[0, 0] = -stored[0, 0] - 1  # element 0 is in the sample
+    changed = evaluate(prog, x)[name]
+    assert calls[0] == 2 and changed[0, 0] != first[0, 0]
