@@ -135,3 +135,25 @@ def test_a_large_input_is_sampled_and_a_change_the_sample_sees_decodes_again(mon
     stored[0, 0] = -stored[0, 0] - 1  # element 0 is in the sample
     changed = evaluate(prog, x)[name]
     assert calls[0] == 2 and changed[0, 0] != first[0, 0]
+
+
+@pytest.mark.parametrize("with_offset", [False, True])
+def test_a_large_blockwise_weight_decoded_by_rows_has_the_bits_of_one_pass(monkeypatch, with_offset):
+    from mil_passes.reference.kernels import quantization
+
+    rows, columns = 96, 64
+    data = RNG.integers(-8, 8, (rows, columns)).astype(np.int8)
+    scale = RNG.uniform(1e-3, 0.1, (rows // 3, 2)).astype(np.float16)
+    offset = RNG.integers(-2, 2, (rows // 3, 2)).astype(np.int8) if with_offset else None
+    kwargs = {} if offset is None else {"offset": offset}
+
+    @mb.program(input_specs=[mb.TensorSpec((rows, columns), dtype=types.fp16)], opset_version=ct.target.iOS18)
+    def prog(x):
+        return mb.add(x=x, y=mb.constexpr_blockwise_shift_scale(data=data, scale=scale, **kwargs))
+
+    op = _constexpr(prog)
+    args = {"data": data, "scale": scale, **kwargs}
+    whole = quantization._blockwise_shift_scale(data, scale, offset).astype(np.float16)
+    monkeypatch.setattr(quantization, "DECODE_ELEMENTS", 5 * columns)  # blocks of 3 scale rows' 9 data rows
+    by_rows = quantization.constexpr_blockwise_shift_scale(op, args)
+    assert by_rows.dtype == np.float16 and np.array_equal(by_rows.view(np.uint16), whole.view(np.uint16))
