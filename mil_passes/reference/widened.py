@@ -69,16 +69,12 @@ def cached_as(op, name: str, value, dtype) -> np.ndarray | None:
     """:func:`const_as`'s kept widening of ``value``, made and kept now if it fits in
     ``CACHE_BYTES``; ``None`` (nothing widened) for a value that is not kept or does not fit."""
     global _used
-    if (
-        type(value) is not np.ndarray
-        or value.dtype != np.float16
-        or value.size < MIN_ELEMENTS
-        or not value.flags.c_contiguous
-        or not _is_const(op, name)
-    ):
+    if type(value) is not np.ndarray or value.dtype != np.float16 or value.size < MIN_ELEMENTS:
+        return None
+    frozen = is_frozen(value)  # a decoded compressed weight is frozen too
+    if not value.flags.c_contiguous or not (frozen or _is_const(op, name)):
         return None
     key = (id(value), np.dtype(dtype).str)
-    frozen = is_frozen(value)
     flat = value.reshape(-1)
     bits = flat.view(np.uint64) if value.nbytes % 8 == 0 else flat.view(np.uint16)
     entry = _ENTRIES.get(key)
