@@ -20,7 +20,7 @@ from ..ir import iter_ops
 def is_frozen(array: np.ndarray) -> bool:
     """Whether ``array``'s bytes cannot change in place (read-only down to memory it owns or an
     immutable ``bytes`` object)."""
-    base = array
+    base: object = array
     while isinstance(base, np.ndarray):
         if base.flags.writeable:
             return False
