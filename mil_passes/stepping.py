@@ -16,7 +16,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Program
 
 from .reference.feeds import random_inputs
-from .reference.interpreter import evaluate_vars
+from .reference.interpreter import output_values
 from .reference.kernels.state import StateCell
 from .reference.state import state_inputs, zero_states
 
@@ -73,8 +73,7 @@ def stepped_values(prog: Program, feed: SteppedFeed) -> tuple[list[np.ndarray], 
     states: list[list[np.ndarray]] = []
     for step in range(feed.steps):
         inputs = {name: value[step] for name, value in feed.items() if name not in cells}
-        values = evaluate_vars(prog, inputs, states=cells)
-        outputs.append([np.asarray(values[var]) for var in func.outputs])
+        outputs.append([np.asarray(value) for value in output_values(prog, inputs, states=cells)])
         states.append([cell.value for cell in cells.values()])
     stacked_outputs = [np.stack([step[i] for step in outputs]) for i in range(len(func.outputs))]
     stacked_states = [np.stack([step[i] for step in states]) for i in range(len(cells))]

@@ -21,6 +21,7 @@ from coremltools.converters.mil.mil.var import InternalVar
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
 from ..ir import input_vars, iter_blocks
+from .decoded import DECODED_OPS, decoded
 from .errors import UnsupportedOpError
 from .kernels import KERNELS, load_families
 from .kernels.state import StateCell
@@ -255,13 +256,26 @@ def _run_op(op: Operation, env: dict) -> tuple:
                 args[name] = _const_value(value) if known is _MISSING else known
             elif value is not None and not isinstance(value, InternalVar):
                 args[name] = _lookup(value, env)
-        kernel = KERNELS.get(op_type)
-        if kernel is not None:
-            results = kernel(op, args)
-        elif _has_value_inference(op):
-            results = _infer_value(op, args)
-        else:
-            raise UnsupportedOpError(op_type, op.name)
+        if op_type in DECODED_OPS:
+            return decoded(op, args, functools.partial(_computed, op, args))
+        return _computed(op, args)
+    return _conformed(op, results)
+
+
+def _computed(op: Operation, args: dict) -> tuple:
+    """``op``'s outputs on ``args`` by its kernel (or coremltools' ``value_inference``), conformed."""
+    kernel = KERNELS.get(op.op_type)
+    if kernel is not None:
+        results = kernel(op, args)
+    elif _has_value_inference(op):
+        results = _infer_value(op, args)
+    else:
+        raise UnsupportedOpError(op.op_type, op.name)
+    return _conformed(op, results)
+
+
+def _conformed(op: Operation, results: Any) -> tuple:
+    op_type = op.op_type
     outputs = op._output_vars
     if not isinstance(results, (tuple, list)):
         results = (results,)

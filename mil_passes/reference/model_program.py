@@ -13,6 +13,7 @@ from typing import Any
 from coremltools.converters.mil.mil import Program
 
 from ..inference import repair_types
+from .frozen import freeze_consts
 
 __all__ = ["NotAnMLProgramError", "model_program", "spec_of", "description_of", "program_of"]
 
@@ -68,5 +69,6 @@ def program_of(model: Any, spec) -> Program:
             file_weights_dir=str(weights_dir),
         )
         repair_types(prog)  # the loader re-infers types, and types a reshape's 0 target literally
+        freeze_consts(prog)  # only the interpreter holds it: what is worked out from a weight holds
         _LOADED[model] = prog
     return prog

@@ -16,7 +16,8 @@ from ... import semantics
 from .. import rounded
 from . import kernel, out_dtype
 from .activation import fp16_gated_product
-from ..widened import const_as
+from ..fp16_matmul import matmul_fp16_t
+from ..widened import cached_as
 
 
 def opset_of(op) -> int:
@@ -384,9 +385,16 @@ def matmul(op, args):
 @kernel("linear")
 def linear(op, args):
     weight = np.asarray(args["weight"])
-    if weight.dtype == np.float16:  # the widening _wide makes, kept between calls
-        weight = const_as(op, "weight", weight, np.float32)
-    result = np.matmul(_wide(args["x"]), weight.T)
+    x = _wide(args["x"])
+    result = None
+    if weight.dtype == np.float16:  # the widening _wide makes: kept between calls, or made in blocks
+        wide = cached_as(op, "weight", weight, np.float32)
+        if wide is None:
+            result = matmul_fp16_t(x, weight)
+        if result is None:
+            weight = weight.astype(np.float32) if wide is None else wide
+    if result is None:
+        result = np.matmul(x, weight.T)
     return result if args.get("bias") is None else result + _wide(args["bias"])
 
 

@@ -91,10 +91,28 @@ def _blockwise_shift_scale(data, scale, offset) -> np.ndarray:
     return _repeat_blocks(_wide(scale), shape) * shifted
 
 
+DECODE_ELEMENTS = 1 << 20
+"""Elements of a large weight decoded (in float64) at a time, each block rounded once into the
+result: float64 temporaries of a whole 1B-model embedding would take about 6 GB."""
+
+
 @kernel("constexpr_blockwise_shift_scale")
 def constexpr_blockwise_shift_scale(op, args):
-    """``scale * (data - offset)`` where each scale/offset covers one block of ``data``."""
-    return _blockwise_shift_scale(args["data"], args["scale"], args.get("offset"))
+    """``scale * (data - offset)`` where each scale/offset covers one block of ``data``; a large
+    weight a block of rows at a time (each element's value is the same)."""
+    data, scale, offset = np.asarray(args["data"]), np.asarray(args["scale"]), args.get("offset")
+    if data.ndim == 0 or data.size <= DECODE_ELEMENTS:
+        return _blockwise_shift_scale(data, scale, offset)
+    offset = None if offset is None else np.asarray(offset)
+    rows_per_block = data.shape[0] // scale.shape[0]  # rows of data one scale row covers
+    step = max(1, DECODE_ELEMENTS // (data[0].size * rows_per_block)) * rows_per_block
+    out = np.empty(data.shape, out_dtype(op))
+    for start in range(0, data.shape[0], step):
+        blocks = slice(start // rows_per_block, (start + step) // rows_per_block)
+        out[start : start + step] = _blockwise_shift_scale(
+            data[start : start + step], scale[blocks], None if offset is None else offset[blocks]
+        )
+    return out
 
 
 def _lut_to_dense_ios18(indices, lut, vector_axis) -> np.ndarray:

@@ -5,7 +5,7 @@ state between predictions. ``read_state`` returns the value the cell holds when 
 ``coreml_update_state`` makes ``value`` the cell's new value and returns it. Values are never
 changed in place, so a ``read_state`` result read before an update keeps its value (MIL's value
 semantics). ``slice_update``, the in-place write torch's ``cache[..., a:b] = x`` converts to, is
-in ``indexing``.
+in ``indexing``; its result is a new array no one else holds, so a cell takes it without a copy.
 """
 
 from __future__ import annotations
@@ -47,5 +47,6 @@ def coreml_update_state(op, args):
             f"op '{op.name}' (coreml_update_state) writes shape {value.shape} to state '{cell.name}' "
             f"of shape {cell.value.shape}"
         )
-    cell.value = value.astype(cell.value.dtype, copy=True)
+    fresh = getattr(op.value.op, "op_type", None) == "slice_update"  # a copy made for this write alone
+    cell.value = value.astype(cell.value.dtype, copy=not fresh)
     return value
