@@ -19,7 +19,7 @@ from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
 from .. import chips as chip_families
 from ..dims import DimNames
 from ..findings import Finding
-from .facts import CONST_OPS, forget, view
+from .facts import forget, is_weight_op, view
 from .op_rules import OP_RULES
 from .program_rules import PROGRAM_RULES
 from .rule import OFF, UNKNOWN, WHOLE_MODEL, Hit, PlacementRule
@@ -139,12 +139,12 @@ class _Assessor:
                 judged.rules.append(rule.id)
         for block in op.blocks:  # bodies run where their op runs: their findings still count
             for inner in block.operations:  # judge() goes into the inner op's own blocks
-                if inner.op_type not in CONST_OPS:
+                if not is_weight_op(inner.op_type):
                     self.judge(inner)
         return judged
 
     def function(self, func: Function, placement: Placement) -> None:
-        judged = {op: self.judge(op) for op in func.operations if op.op_type not in CONST_OPS}
+        judged = {op: self.judge(op) for op in func.operations if not is_weight_op(op.op_type)}
         for rule in PROGRAM_RULES:
             for found in rule.check(func, self.dims):
                 if self.finding(rule, found.name, found.kind, found.subject, found.hit):

@@ -9,20 +9,13 @@ from coremltools.converters.mil.mil import Operation, Var, types
 from coremltools.converters.mil.mil.var import InternalVar
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
-#: Ops whose output is a weight, not computed at run time (decompressed when the model loads).
-CONST_OPS = frozenset(
-    {
-        "const",
-        "constexpr_affine_dequantize",
-        "constexpr_cast",
-        "constexpr_lut_to_dense",
-        "constexpr_sparse_to_dense",
-        "constexpr_blockwise_shift_scale",
-        "constexpr_lut_to_sparse",
-        "constexpr_sparse_blockwise_shift_scale",
-        "constexpr_cpu_sparse_to_dense",
-    }
-)
+
+def is_weight_op(op_type: str) -> bool:
+    """An op whose output is a weight, not computed at run time: a ``const``, or a ``constexpr_*``
+    (MIL's ops over consts alone, decompressed when the model loads)."""
+    return op_type == "const" or op_type.startswith("constexpr_")
+
+
 # The Neural Engine lays tensors out as N, D, C, H, W, the last axis innermost (ane-guide ch. 4;
 # Core ML's own log "N[1-65536]D[1-16384]C[1-65536]H[1-16384]W[1-16384]", FluidInference/FluidAudio#121).
 AXIS_NAMES = ("W", "H", "C", "D", "N")  # axis -1, -2, …
@@ -30,7 +23,7 @@ AXIS_NAMES = ("W", "H", "C", "D", "N")  # axis -1, -2, …
 
 def is_const(var: Var) -> bool:
     """Known when the model loads: a const or a decompressed weight."""
-    return var.op is not None and var.op.op_type in CONST_OPS
+    return var.op is not None and is_weight_op(var.op.op_type)
 
 
 @dataclass(frozen=True)
@@ -114,7 +107,7 @@ class OpView:
                     continue
                 facts = facts_of(var._sym_type)
                 producer = var._op
-                if facts.value and (producer is None or producer.op_type not in CONST_OPS):
+                if facts.value and (producer is None or not is_weight_op(producer.op_type)):
                     self.inputs.append((name, var, facts))
                     self.input_dtypes.add(facts.dtype)
 

@@ -8,7 +8,7 @@ from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ...ir import iter_ops
 from ..dims import DimNames
-from .facts import CONST_OPS, dtype_of, static_shape
+from .facts import dtype_of, is_weight_op, static_shape
 from .op_rules import NE_RULES
 from .rule import APPLE, COST, ELSEWHERE, MEASURED, Hit, PlacementRule, ProgramHit, Source
 
@@ -84,7 +84,7 @@ def weight_bytes(func: Function) -> int:
     """The bytes of every weight as loaded (decompressed)."""
     total = 0
     for op in iter_ops(func):
-        if op.op_type in CONST_OPS:
+        if is_weight_op(op.op_type):
             for out in op.outputs:
                 shape, dtype = static_shape(out), dtype_of(out)
                 if shape is not None and dtype is not None:
