@@ -9,7 +9,7 @@ output and each state stacked over the steps (a leading step axis).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -64,14 +64,18 @@ def random_stepped_feed(prog: Program, seed: int, steps: int) -> SteppedFeed:
     return SteppedFeed(values, steps)
 
 
-def stepped_values(prog: Program, feed: SteppedFeed) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def stepped_values(
+    prog: Program, feed: SteppedFeed, on_step: Callable[[int], None] | None = None
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """``main``'s outputs (by position: two outputs may be one var) and states (in input order) at
-    each step, each stacked over the steps."""
+    each step, each stacked over the steps. ``on_step`` gets each step's index as it starts."""
     func = prog.functions["main"]
     cells = {name: StateCell(name, np.array(feed[name], copy=True)) for name in state_inputs(func)}
     outputs: list[list[np.ndarray]] = []
     states: list[list[np.ndarray]] = []
     for step in range(feed.steps):
+        if on_step is not None:
+            on_step(step)
         inputs = {name: value[step] for name, value in feed.items() if name not in cells}
         outputs.append([np.asarray(value) for value in output_values(prog, inputs, states=cells)])
         states.append([cell.value for cell in cells.values()])

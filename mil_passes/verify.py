@@ -28,6 +28,7 @@ computed and says so (``evaluated`` False, "unchanged, not re-run").
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ from .runner import run_pass
 from .reference import UnsupportedOpError
 from .reference.interpreter import output_values
 from .reference.feeds import random_inputs
+from .reference.memory import interpretation_bytes, require
 from .stepping import SteppedFeed, is_stateful, random_stepped_feed, stepped_feed, stepped_values
 
 __all__ = [
@@ -214,6 +216,8 @@ def verify_program(
     seed: int = 0,
     on_row: Callable[[PassRow], None] | None = None,
     steps: int = DEFAULT_STEPS,
+    on_progress: Callable[[str], None] | None = None,
+    name: str = "the program",
 ) -> Verification:
     """Run ``pipeline`` pass by pass on a copy of ``prog`` and compare its outputs after each pass.
 
@@ -222,8 +226,12 @@ def verify_program(
     many random feeds (:func:`~mil_passes.reference.feeds.random_inputs` with seeds ``seed``,
     ``seed + 1``, …) or the feeds themselves. ``on_row`` gets each row as it is made. ``steps``:
     predictions per feed of a stateful program, from zero states (a given feed is given at every
-    step; random feeds are drawn per step). Raises
-    :class:`VerifyError` when the pipeline is unknown or the interpreter cannot run ``prog``.
+    step; random feeds are drawn per step). ``on_progress`` gets a line saying what runs now, as it
+    starts: the original or the pass (``pass 12/95 common::const_elimination``), and the feed and
+    step evaluated (``original: feed 2/3, step 4/4``). Raises :class:`VerifyError` when the pipeline
+    is unknown or the interpreter cannot run ``prog``, and
+    :class:`~mil_passes.reference.memory.NotEnoughMemoryError` (its message starting with ``name``)
+    before any evaluation when the run would need more memory than the machine has available.
     """
     start = time.perf_counter()
     resolved = resolve_pipeline(pipeline)
@@ -234,12 +242,17 @@ def verify_program(
         raise VerifyError(f"steps must be at least 1, got {steps}")
     steps = steps if is_stateful(original) else 1
     feed_list = _feed_list(original, feeds, seed, steps)
-    want = [_evaluate_original(original, f) for f in feed_list]
+    state_copies = steps * (2 * len(feed_list) + 1) + 1  # the states after every step, kept per feed
+    require(interpretation_bytes(original, state_copies), "verifying it", name)
+    say = _Progress(on_progress, len(feed_list), steps)
+    want = [_evaluate_original(original, f, say.feed("original", number)) for number, f in enumerate(feed_list, 1)]
     run = _Run(resolved, original, feed_list, want)  # all it needs of the original, read now
     work = original if callable(prog) else _copy(original)
     rows: list[PassRow] = []
-    for index, name in enumerate(resolved.passes, 1):
-        row = run.step(work, index, name)
+    for index, pass_name in enumerate(resolved.passes, 1):
+        what = f"pass {index}/{len(resolved.passes)} {pass_name}"
+        say(what)
+        row = run.step(work, index, pass_name, functools.partial(say.feed, what))
         rows.append(row)
         if on_row is not None:
             on_row(row)
@@ -271,6 +284,7 @@ def verify_package(
     seed: int = 0,
     on_row: Callable[[PassRow], None] | None = None,
     steps: int = DEFAULT_STEPS,
+    on_progress: Callable[[str], None] | None = None,
 ) -> Verification:
     """:func:`verify_program` on the program saved at ``path`` (read once: its outputs are computed,
     then the passes run on it). A package converted with ``PassPipeline.EMPTY`` holds the program before any
@@ -279,8 +293,21 @@ def verify_package(
     from .package.io import read
 
     resolve_pipeline(pipeline)  # an unknown name fails before the package is read
+
+    def program() -> Program:
+        if on_progress is not None:
+            on_progress(f"reading {path}")
+        return read(path).program
+
     verification = verify_program(
-        lambda: read(path).program, pipeline, feeds=feeds, seed=seed, on_row=on_row, steps=steps
+        program,
+        pipeline,
+        feeds=feeds,
+        seed=seed,
+        on_row=on_row,
+        steps=steps,
+        on_progress=on_progress,
+        name=str(path),
     )
     verification.input = str(path)
     return verification
@@ -303,21 +330,47 @@ def _feed_list(prog: Program, feeds, seed: int, steps: int = 1) -> list[dict[str
     return [stepped_feed(prog, f, steps) if stateful else dict(f) for f in feeds]
 
 
-def _outputs(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+StepHook = Callable[[int], None]
+
+
+class _Progress:
+    """What verify runs now, as lines for ``on_progress``: the pass, then the feed and step."""
+
+    def __init__(self, on_progress: Callable[[str], None] | None, feeds: int, steps: int):
+        self.on_progress, self.feeds, self.steps = on_progress, feeds, steps
+
+    def __call__(self, line: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(line)
+
+    def feed(self, what: str, number: int) -> StepHook:
+        """The hook called as each step of feed ``number`` (from 1) of ``what`` starts."""
+
+        def started(step: int) -> None:
+            where = f"feed {number}/{self.feeds}"
+            self(f"{what}: {where}, step {step + 1}/{self.steps}" if self.steps > 1 else f"{what}: {where}")
+
+        return started
+
+
+def _outputs(prog: Program, feeds: Mapping[str, Any], on_step: StepHook | None = None) -> list[np.ndarray]:
     """``main``'s outputs in order (by position: two outputs may be one var, or share a name); for
-    a :class:`~mil_passes.stepping.SteppedFeed`, each output then each state stacked over the steps."""
+    a :class:`~mil_passes.stepping.SteppedFeed`, each output then each state stacked over the steps.
+    ``on_step`` gets each step's index (0 for a feed that is not stepped) as it starts."""
     if isinstance(feeds, SteppedFeed):
         with np.errstate(all="ignore"):
-            outputs, states = stepped_values(prog, feeds)
+            outputs, states = stepped_values(prog, feeds, on_step)
         return outputs + states
+    if on_step is not None:
+        on_step(0)
     with np.errstate(all="ignore"):
         values = output_values(prog, feeds)
     return [np.asarray(value) for value in values]
 
 
-def _evaluate_original(prog: Program, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+def _evaluate_original(prog: Program, feeds: Mapping[str, Any], on_step: StepHook | None = None) -> list[np.ndarray]:
     try:
-        return _outputs(prog, feeds)
+        return _outputs(prog, feeds, on_step)
     except UnsupportedOpError as error:
         raise VerifyError(f"the reference interpreter cannot run the program: {error}") from None
     except ValueError as error:  # the program fails on a feed (an index out of range, for example)
@@ -369,7 +422,9 @@ class _Run:
         ] = {}  # per precision: the last outputs compared
         self.evaluations = 0  # evaluations of the working program, each on every feed
 
-    def step(self, work: Program, index: int, name: str) -> PassRow:
+    def step(self, work: Program, index: int, name: str, on_feed: Callable[[int], StepHook] | None = None) -> PassRow:
+        """Run pass ``name`` on ``work`` and make its row; ``on_feed(n)`` is the step hook of feed
+        ``n`` (from 1) when the program is evaluated."""
         ops_before = _ops(work)
         start = time.perf_counter()
         try:
@@ -391,7 +446,7 @@ class _Run:
             self._repeat(work, row)
         else:
             self.evaluated = fingerprint
-            self._compare(work, row)
+            self._compare(work, row, on_feed)
         return row
 
     def _repeat(self, work: Program, row: PassRow) -> None:
@@ -401,7 +456,7 @@ class _Run:
             return
         self._judge(work, row, self.last_outputs)
 
-    def _compare(self, work: Program, row: PassRow) -> None:
+    def _compare(self, work: Program, row: PassRow, on_feed: Callable[[int], StepHook] | None = None) -> None:
         func = work.functions["main"]
         names = list(func.inputs)
         if len(names) != len(self.input_names) or len(func.outputs) != len(self.output_names):
@@ -414,7 +469,7 @@ class _Run:
         got = []
         self.evaluations += 1
         try:
-            for feeds in self.feeds:
+            for number, feeds in enumerate(self.feeds, 1):
                 renamed = dict(zip(self.input_names, names))
                 got.append(
                     _outputs(
@@ -422,6 +477,7 @@ class _Run:
                         feeds.renamed(renamed)
                         if isinstance(feeds, SteppedFeed)
                         else {new: feeds[old] for old, new in renamed.items()},
+                        None if on_feed is None else on_feed(number),
                     )
                 )
         except UnsupportedOpError as error:

@@ -222,9 +222,9 @@ def evaluations(monkeypatch) -> list[int]:
     counted: list[int] = []
     outputs = verify._outputs
 
-    def counting(prog, feeds):
+    def counting(prog, feeds, on_step=None):
         counted.append(1)
-        return outputs(prog, feeds)
+        return outputs(prog, feeds, on_step)
 
     monkeypatch.setattr(verify, "_outputs", counting)
     return counted

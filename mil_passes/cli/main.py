@@ -124,6 +124,7 @@ def _lint(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from .json_output import verify_json
     from ..verify import resolve_pipeline, verify_package
+    from .status_line import StatusLine
     from .text_output import format_row, format_summary
 
     raise_if_interrupted()
@@ -134,21 +135,27 @@ def _verify(args: argparse.Namespace) -> int:
         f"{_count(args.feeds, 'feed')} (seed {args.seed})"
     )
     shown: list[str] = []
+    status = StatusLine(progress_enabled(args.quiet or args.json))
 
     def show(row) -> None:
+        status.clear()
         if not shown:
             shown.append(header)
             print(header)
         print(format_row(row, width), flush=True)
 
-    verification = verify_package(
-        args.input,
-        args.pipeline,
-        feeds=args.feeds,
-        seed=args.seed,
-        on_row=None if args.json else show,
-        steps=args.steps,
-    )
+    try:
+        verification = verify_package(
+            args.input,
+            args.pipeline,
+            feeds=args.feeds,
+            seed=args.seed,
+            on_row=None if args.json else show,
+            steps=args.steps,
+            on_progress=status.show,
+        )
+    finally:
+        status.clear()
     if args.json:
         print(json.dumps(verify_json(verification), indent=2))
     else:
@@ -255,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"predictions per feed of a stateful model, from zero states (default {DEFAULT_STEPS})",
     )
     verify.add_argument("--json", action="store_true", help="print the rows as JSON (mil-passes/verify/1)")
+    verify.add_argument("--quiet", action="store_true", help="no progress line")
     verify.set_defaults(run=_verify)
 
     listing = commands.add_parser("list", help="the passes, in pipeline order")
@@ -317,10 +325,15 @@ def _user_error(error: Exception) -> str | None:
     from ..runner import UnknownPass
     from ..lint.chips import UnknownChip
     from ..package.files import PackageError
+    from ..reference.memory import NotEnoughMemoryError, available_bytes, size_text
     from ..verify import VerifyError
 
-    if isinstance(error, (PackageError, UnknownPass, VerifyError, UnknownChip)):
+    if isinstance(error, (PackageError, UnknownPass, VerifyError, UnknownChip, NotEnoughMemoryError)):
         return str(error)
+    if isinstance(error, MemoryError):  # past the check of what a model needs: say so, no traceback
+        available = available_bytes()
+        room = f"; this machine had {size_text(available)} available" if available is not None else ""
+        return f"out of memory: {' '.join(str(error).split()) or 'an allocation failed'}{room}"
     if isinstance(error, OSError):
         where = f"{error.filename}: " if error.filename else ""
         return f"{where}{error.strerror or error}"

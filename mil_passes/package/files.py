@@ -325,15 +325,33 @@ def _check_blob(path: Path, weight_file: Path, size: int, reference: BlobReferen
         )
 
 
-def _declared_bytes(value_type) -> int | None:
+def loaded_weight_bytes(spec) -> int:
+    """What coremltools' loader allocates for the weight files' blobs (checked by
+    :func:`check_weights`): their bytes, sub-byte types at one byte an element, as it unpacks them."""
+    total = 0
+    for reference in blob_references(spec.mlProgram):
+        elements, bits = _elements_and_bits(reference.value_type)
+        if elements is not None and bits is not None:
+            total += elements * max(1, math.ceil(bits / 8))
+    return total
+
+
+def _elements_and_bits(value_type) -> tuple[int | None, int | None]:
     if value_type.WhichOneof("type") != "tensorType":
-        return None
+        return None, None
     tensor = value_type.tensorType
     try:
         bits = _BITS.get(proto.MIL_pb2.DataType.Name(tensor.dataType))
     except ValueError:  # a dtype this coremltools does not know; its loader will say so
-        return None
+        return None, None
     dims = [d.constant.size for d in tensor.dimensions if d.WhichOneof("dimension") == "constant"]
-    if bits is None or len(dims) != len(tensor.dimensions):
+    if len(dims) != len(tensor.dimensions):
+        return None, bits
+    return math.prod(dims), bits
+
+
+def _declared_bytes(value_type) -> int | None:
+    elements, bits = _elements_and_bits(value_type)
+    if elements is None or bits is None:
         return None
-    return math.ceil(math.prod(dims) * bits / 8)
+    return math.ceil(elements * bits / 8)

@@ -40,7 +40,17 @@ from ..lint import DimNames, Finding, by_severity, lint_report
 from ..lint.placement import Placement
 from ..lint.dims import ranges_of_description
 from .atomic import remove_stale_staging, replacing, scratch_folder
-from .files import MANIFEST, ModelFiles, PackageError, check_weights, locate, path_problem, read_spec
+from .files import (
+    MANIFEST,
+    ModelFiles,
+    PackageError,
+    check_weights,
+    loaded_weight_bytes,
+    locate,
+    path_problem,
+    read_spec,
+)
+from ..reference.memory import require
 from .layout import write_package
 from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
 from .runtime_quantization import UnloweredQuantization, lower_runtime_quantization
@@ -88,10 +98,13 @@ class Package:
 
 
 def read(path: str | Path) -> Package:
-    """Read ``path`` without trusting it; raises :class:`PackageError` (one line naming the path)."""
+    """Read ``path`` without trusting it; raises :class:`PackageError` (one line naming the path), or
+    :class:`~mil_passes.reference.memory.NotEnoughMemoryError` before loading weights the machine
+    has no room for."""
     files = locate(path)
     spec = read_spec(files)
     check_weights(spec, files)
+    require({"weights": loaded_weight_bytes(spec)}, "reading it", str(files.path))
     op_changes: Counter = Counter()
     try:
         findings = fix_duplicate_names(spec)

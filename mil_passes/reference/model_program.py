@@ -14,10 +14,12 @@ from coremltools.converters.mil.mil import Program
 
 from ..inference import repair_types
 from .frozen import freeze_consts
+from .memory import interpretation_bytes, require, weight_file_bytes
 
 __all__ = ["NotAnMLProgramError", "model_program", "spec_of", "description_of", "program_of"]
 
 _LOADED: "weakref.WeakKeyDictionary[Any, Program]" = weakref.WeakKeyDictionary()
+_FITS: "weakref.WeakSet[Program]" = weakref.WeakSet()  # programs found to fit in memory
 
 
 class NotAnMLProgramError(ValueError):
@@ -32,6 +34,11 @@ def model_program(model: Any) -> tuple[Program, str]:
         raise NotAnMLProgramError(f"this model is a '{kind}' model, which has no MIL program")
     _, function_name = description_of(model, spec)
     return program_of(model, spec), function_name
+
+
+def _label(model: Any) -> str:
+    path = getattr(model, "package_path", None)
+    return str(path) if path and not getattr(model, "is_temp_package", False) else "the model"
 
 
 def spec_of(model: Any):
@@ -55,6 +62,17 @@ def description_of(model: Any, spec) -> tuple[Any, str]:
 
 
 def program_of(model: Any, spec) -> Program:
+    """``model``'s program. Raises :class:`~.memory.NotEnoughMemoryError` when loading or
+    interpreting it would need more memory than the machine has available (checked once per
+    program, before its weights are loaded and before it is first interpreted)."""
+    prog = _program_of(model, spec)
+    if prog not in _FITS:
+        require(interpretation_bytes(prog), "interpreting it", _label(model))
+        _FITS.add(prog)
+    return prog
+
+
+def _program_of(model: Any, spec) -> Program:
     prog = getattr(model, "_mil_program", None)
     if isinstance(prog, Program):
         return prog
@@ -63,6 +81,7 @@ def program_of(model: Any, spec) -> Program:
         from coremltools.converters.mil.frontend.milproto.load import load
 
         weights_dir = getattr(model, "weights_dir", None) or ""
+        require({"weights": weight_file_bytes(weights_dir)}, "loading it", _label(model))
         prog = load(
             model_spec=spec,
             specification_version=spec.specificationVersion,
