@@ -21,7 +21,7 @@ from ..package.atomic import committed, raise_if_interrupted, remove_own_staging
 from .interrupts import interrupts_recorded, stop_raising
 from .internal_error import internal_error_line
 from .optional_frameworks import optional_frameworks_refused
-from ..package.untrusted import one_line
+from ..package.untrusted import one_line, printable
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -53,6 +53,13 @@ class Progress:
         self.bar.close()
 
 
+def _say(*lines: str, flush: bool = False) -> None:
+    """Print each of ``lines`` (none: an empty line), which may hold names from a package, as one
+    line: every character a terminal would act on (escape sequences, carriage returns, line
+    breaks) escaped."""
+    print("\n".join(printable(line) for line in lines), flush=flush)
+
+
 def _steps(pass_count: int) -> int:
     return 1 + pass_count + 1 + 2  # read, passes, cleanup, write, check
 
@@ -74,15 +81,15 @@ def _optimize(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(optimize_json(run), indent=2))
         return EXIT_FINDINGS if errors_left else EXIT_OK
-    print(f"optimize {run.source} -> {run.output}")
-    print()
-    print(format_report(run.report))
+    _say(f"optimize {run.source} -> {run.output}")
+    _say()
+    _say(*format_report(run.report).split("\n"))  # op types, rules and passes: no names
     if args.explain:
-        print()
-        print(explain(run.report))
-    print()
+        _say()
+        _say(*explain(run.report).split("\n"))
+    _say()
     _print_findings("left", run.report.findings_after)
-    print(f"wrote {run.output} ({run.seconds:.2f} s)")
+    _say(f"wrote {run.output} ({run.seconds:.2f} s)")
     return EXIT_FINDINGS if errors_left else EXIT_OK
 
 
@@ -90,11 +97,11 @@ def _print_findings(when: str, findings) -> None:
     from .grouped_findings import grouped
 
     if not findings:
-        print(f"findings {when}: none")
+        _say(f"findings {when}: none")
         return
-    print(f"findings {when}:")
+    _say(f"findings {when}:")
     for line in grouped(findings):
-        print(f"  {line}")
+        _say(f"  {line}")
 
 
 def _lint(args: argparse.Namespace) -> int:
@@ -111,13 +118,13 @@ def _lint(args: argparse.Namespace) -> int:
         print(json.dumps(lint_json(args.input, findings, placement), indent=2))
     else:
         for line in findings_lines(findings, every=args.all):
-            print(line)
-        print(placement_line(placement))
+            _say(line)
+        _say(placement_line(placement))
         if args.explain:
-            print("\n".join(segment_lines(placement)))
+            _say(*segment_lines(placement))
         counts = ", ".join(_count(sum(f.severity == s for f in findings), s) for s in SEVERITIES)
         hidden = "" if args.all or len(findings_lines(findings)) == len(findings) else "; --all lists each"
-        print(f"{args.input}: {counts}{hidden}" if findings else f"{args.input}: no findings")
+        _say(f"{args.input}: {counts}{hidden}" if findings else f"{args.input}: no findings")
     return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
 
 
@@ -141,8 +148,8 @@ def _verify(args: argparse.Namespace) -> int:
         status.clear()
         if not shown:
             shown.append(header)
-            print(header)
-        print(format_row(row, width), flush=True)
+            _say(header)
+        _say(format_row(row, width), flush=True)
 
     try:
         verification = verify_package(
@@ -160,10 +167,10 @@ def _verify(args: argparse.Namespace) -> int:
         print(json.dumps(verify_json(verification), indent=2))
     else:
         if not shown:
-            print(header)
+            _say(header)
         if verification.steps > 1:
-            print(f"stateful: {verification.steps} steps per feed from zero states; outputs and states compared")
-        print(format_summary(verification))
+            _say(f"stateful: {verification.steps} steps per feed from zero states; outputs and states compared")
+        _say(format_summary(verification))
     return EXIT_FINDINGS if verification.culprit is not None else EXIT_OK
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..package.untrusted import printable
 from ..runner import OptimizeReport
 from ..verify import STATUS_ORDER, PassRow, Verification
 
@@ -56,7 +57,7 @@ def explain(report: OptimizeReport) -> str:
     for run in report.passes:
         if run.refusals:
             lines.append(f"{run.name} left {len(run.refusals)} unchanged:")
-            lines.extend(f"  {refusal}" for refusal in run.refusals)
+            lines.extend(f"  {printable(str(refusal))}" for refusal in run.refusals)  # names a line each
     return "\n".join(lines) if lines else "no pass refused a match"
 
 

@@ -34,14 +34,15 @@ def shown(text: str, limit: int = SHOWN_CHARS) -> str:
     """``text`` as one printable line of at most ``limit`` characters: control characters,
     NUL and lone surrogates escaped (``\\x00``, ``\\ud800``), the middle cut out (``…``)."""
     if len(text) <= limit:
-        whole = _printable(text)
+        whole = printable(text)
         if len(whole) <= limit:
             return whole
     keep = max(1, (limit - 1) // 2)
-    return f"{_printable(text[:keep])[:keep]}…{_printable(text[-keep:])[-keep:]}"
+    return f"{printable(text[:keep])[:keep]}…{printable(text[-keep:])[-keep:]}"
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable escaped (``\x1b``, ``\n``, ``\ud800``)."""
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
