@@ -26,6 +26,7 @@ from typing import Iterator
 from coremltools import proto
 from google.protobuf.message import DecodeError
 
+from ..reference.memory import tensor_elements_and_bits
 from .errors import PackageError
 from .untrusted import check_path_string, load_json, shown
 
@@ -38,31 +39,6 @@ BLOB_HEADER = struct.Struct("<II")  # storage_header: count, version
 BLOB_METADATA = struct.Struct("<IIQQ")  # blob_metadata: sentinel, mil_dtype, sizeInBytes, offset
 BLOB_SENTINEL = 0xDEADBEEF
 BLOB_VERSION = 2
-
-# Bits per element of each MIL DataType a weight blob can hold.
-_BITS = {
-    "FLOAT16": 16,
-    "BFLOAT16": 16,
-    "FLOAT32": 32,
-    "FLOAT64": 64,
-    "FLOAT8E4M3FN": 8,
-    "FLOAT8E5M2": 8,
-    "INT4": 4,
-    "INT8": 8,
-    "INT16": 16,
-    "INT32": 32,
-    "INT64": 64,
-    "UINT1": 1,
-    "UINT2": 2,
-    "UINT3": 3,
-    "UINT4": 4,
-    "UINT6": 6,
-    "UINT8": 8,
-    "UINT16": 16,
-    "UINT32": 32,
-    "UINT64": 64,
-    "BOOL": 8,
-}
 
 
 def require_existing(path: Path) -> None:
@@ -330,28 +306,14 @@ def loaded_weight_bytes(spec) -> int:
     :func:`check_weights`): their bytes, sub-byte types at one byte an element, as it unpacks them."""
     total = 0
     for reference in blob_references(spec.mlProgram):
-        elements, bits = _elements_and_bits(reference.value_type)
+        elements, bits = tensor_elements_and_bits(reference.value_type)
         if elements is not None and bits is not None:
             total += elements * max(1, math.ceil(bits / 8))
     return total
 
 
-def _elements_and_bits(value_type) -> tuple[int | None, int | None]:
-    if value_type.WhichOneof("type") != "tensorType":
-        return None, None
-    tensor = value_type.tensorType
-    try:
-        bits = _BITS.get(proto.MIL_pb2.DataType.Name(tensor.dataType))
-    except ValueError:  # a dtype this coremltools does not know; its loader will say so
-        return None, None
-    dims = [d.constant.size for d in tensor.dimensions if d.WhichOneof("dimension") == "constant"]
-    if len(dims) != len(tensor.dimensions):
-        return None, bits
-    return math.prod(dims), bits
-
-
 def _declared_bytes(value_type) -> int | None:
-    elements, bits = _elements_and_bits(value_type)
+    elements, bits = tensor_elements_and_bits(value_type)
     if elements is None or bits is None:
         return None
     return math.ceil(elements * bits / 8)

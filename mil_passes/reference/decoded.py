@@ -68,7 +68,8 @@ def _forget(key: int, _: weakref.ref) -> None:
     _ENTRIES.pop(key, None)
 
 
-def _read_only(value: Any) -> Any:
+def read_only(value: Any) -> Any:
+    """``value``, an array made read-only and owning its bytes (a view is copied first)."""
     if type(value) is np.ndarray:
         if value.base is not None:  # a view: own the bytes, so that the value is frozen
             value = value.copy()
@@ -89,7 +90,7 @@ def decoded(op, args: dict, decode: Callable[[], tuple]) -> tuple:
         and all(_same(v, s) for v, s in zip(values, entry.samples))
     ):
         return entry.outputs
-    outputs = tuple(_read_only(value) for value in decode())
+    outputs = tuple(read_only(value) for value in decode())
     key = id(op)
     samples = tuple(_sample(value) for value in values)
     _ENTRIES[key] = _Entry(weakref.ref(op, functools.partial(_forget, key)), values, samples, outputs)

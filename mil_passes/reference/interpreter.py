@@ -262,6 +262,13 @@ def _run_op(op: Operation, env: dict) -> tuple:
     return _conformed(op, results)
 
 
+def const_op_outputs(op: Operation) -> tuple:
+    """The outputs of ``op``, every input of which is a const, as an evaluation computes them (by
+    its kernel: not kept by :mod:`.decoded`, so its inputs can go with the op)."""
+    args = {name: _lookup(value, {}) for name, value in op._input_vars.items() if not isinstance(value, InternalVar)}
+    return _computed(op, {name: value for name, value in args.items() if value is not None})
+
+
 def _computed(op: Operation, args: dict) -> tuple:
     """``op``'s outputs on ``args`` by its kernel (or coremltools' ``value_inference``), conformed."""
     kernel = KERNELS.get(op.op_type)

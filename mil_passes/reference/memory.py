@@ -8,9 +8,10 @@ cgroup's limit when one is set (a container's ``memory.max``). Where neither can
 nothing is checked. ``MIL_PASSES_MEMORY_CHECK=0`` turns the check off.
 
 What is counted is a floor, not a forecast: the weights as loaded, the compressed weights decoded
-(once per op, :mod:`.decoded`), the states and the copies of them kept, and the largest fp16
-weight widened to fp32 (a prompt of several tokens widens each ``linear`` weight whole,
-:mod:`.fp16_matmul`). Intermediate values are not counted.
+(once per op, :mod:`.decoded`; when ``predict`` loads a package, in place of the compressed ones),
+the states and the copies of them kept, and the largest fp16 weight widened to fp32 (a prompt of
+several tokens widens each ``linear`` weight whole, :mod:`.fp16_matmul`). Intermediate values are
+not counted.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from coremltools import proto
 from coremltools.converters.mil.mil import Program, types
 
 from ..ir import iter_ops
@@ -31,6 +33,8 @@ __all__ = [
     "require",
     "interpretation_bytes",
     "weight_file_bytes",
+    "decoded_bytes",
+    "tensor_elements_and_bits",
     "size_text",
 ]
 
@@ -39,6 +43,32 @@ _CGROUP_FILES = (  # (limit, usage): cgroup v2, then v1
     ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
     ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
 )
+
+
+# Bits per element of each MIL DataType a weight blob or a tensor type can hold.
+DTYPE_BITS = {
+    "FLOAT16": 16,
+    "BFLOAT16": 16,
+    "FLOAT32": 32,
+    "FLOAT64": 64,
+    "FLOAT8E4M3FN": 8,
+    "FLOAT8E5M2": 8,
+    "INT4": 4,
+    "INT8": 8,
+    "INT16": 16,
+    "INT32": 32,
+    "INT64": 64,
+    "UINT1": 1,
+    "UINT2": 2,
+    "UINT3": 3,
+    "UINT4": 4,
+    "UINT6": 6,
+    "UINT8": 8,
+    "UINT16": 16,
+    "UINT32": 32,
+    "UINT64": 64,
+    "BOOL": 8,
+}
 
 
 class NotEnoughMemoryError(MemoryError):
@@ -105,6 +135,44 @@ def weight_file_bytes(weights_dir: str | Path | None) -> int:
         return sum(entry.stat().st_size for entry in Path(weights_dir).iterdir() if entry.is_file())
     except OSError:
         return 0
+
+
+def tensor_elements_and_bits(value_type) -> tuple[int | None, int | None]:
+    """A protobuf ``ValueType``'s element count (None unless a tensor of constant dims) and bits
+    per element (None for a dtype this coremltools does not know)."""
+    if value_type.WhichOneof("type") != "tensorType":
+        return None, None
+    tensor = value_type.tensorType
+    try:
+        bits = DTYPE_BITS.get(proto.MIL_pb2.DataType.Name(tensor.dataType))
+    except ValueError:  # a dtype this coremltools does not know; its loader will say so
+        return None, None
+    dims = [d.constant.size for d in tensor.dimensions if d.WhichOneof("dimension") == "constant"]
+    if len(dims) != len(tensor.dimensions):
+        return None, bits
+    return math.prod(dims), bits
+
+
+def decoded_bytes(spec) -> int:
+    """The bytes of every ``constexpr_*`` op's outputs in an ML Program's protobuf: what decoding
+    its compressed weights allocates."""
+    total = 0
+
+    def visit(block) -> None:
+        nonlocal total
+        for op in block.operations:
+            if op.type.startswith("constexpr_"):
+                for output in op.outputs:
+                    elements, bits = tensor_elements_and_bits(output.type)
+                    if elements is not None and bits is not None:
+                        total += elements * max(1, math.ceil(bits / 8))
+            for nested in op.blocks:
+                visit(nested)
+
+    for function in spec.mlProgram.functions.values():
+        for block in function.block_specializations.values():
+            visit(block)
+    return total
 
 
 def interpretation_bytes(prog: Program, state_copies: int = 1) -> dict[str, int]:
