@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from coremltools.converters.mil.mil import Program, types
+from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
@@ -44,7 +45,7 @@ from .ir import iter_ops, op_counts
 from .runner import run_pass
 from .reference import UnsupportedOpError
 from .reference.interpreter import output_values
-from .reference.feeds import random_inputs
+from .reference.feeds import DEFAULT_SIZE_CHOICES, random_inputs
 from .reference.memory import interpretation_bytes, require
 from .stepping import SteppedFeed, is_stateful, random_stepped_feed, stepped_feed, stepped_values
 
@@ -202,6 +203,8 @@ class Verification:
     input: str | None = None
     seconds: float = 0.0
     steps: int = 1  # predictions per feed (more than 1 for a stateful program)
+    #: Why random feeds were drawn with every flexible dim at one size, or None when they were not
+    shared_sizes: str | None = None
 
     @property
     def culprit(self) -> PassRow | None:
@@ -245,7 +248,7 @@ def verify_program(
     state_copies = steps * (2 * len(feed_list) + 1) + 1  # the states after every step, kept per feed
     require(interpretation_bytes(original, state_copies), "verifying it", name)
     say = _Progress(on_progress, len(feed_list), steps)
-    want = [_evaluate_original(original, f, say.feed("original", number)) for number, f in enumerate(feed_list, 1)]
+    want, shared_sizes = _original_outputs(original, feeds, feed_list, seed, steps, say)
     run = _Run(resolved, original, feed_list, want)  # all it needs of the original, read now
     work = original if callable(prog) else _copy(original)
     rows: list[PassRow] = []
@@ -266,6 +269,7 @@ def verify_program(
         rows,
         seconds=time.perf_counter() - start,
         steps=steps,
+        shared_sizes=shared_sizes,
     )
 
 
@@ -320,14 +324,54 @@ def _copy(prog: Program) -> Program:
 
 
 def _feed_list(prog: Program, feeds, seed: int, steps: int = 1) -> list[dict[str, np.ndarray]]:
-    stateful = is_stateful(prog)
     if isinstance(feeds, int):
         if feeds < 1:
             raise VerifyError(f"feeds must be at least 1, got {feeds}")
-        if stateful:
-            return [random_stepped_feed(prog, seed + i, steps) for i in range(feeds)]
-        return [random_inputs(prog, seed=seed + i) for i in range(feeds)]
-    return [stepped_feed(prog, f, steps) if stateful else dict(f) for f in feeds]
+        return [_random_feed(prog, seed + i, steps) for i in range(feeds)]
+    return [stepped_feed(prog, f, steps) if is_stateful(prog) else dict(f) for f in feeds]
+
+
+def _random_feed(prog: Program, seed: int, steps: int, shared: bool = False) -> dict[str, np.ndarray]:
+    """Random feed ``seed``; ``shared``: every flexible dim at one size, drawn from the seed."""
+    sizes = int(np.random.default_rng(seed).choice(DEFAULT_SIZE_CHOICES)) if shared else None
+    if is_stateful(prog):
+        return random_stepped_feed(prog, seed, steps, sizes=sizes)
+    return random_inputs(prog, seed=seed, sizes=sizes)
+
+
+def _has_flexible_inputs(prog: Program) -> bool:
+    return any(
+        types.is_tensor(var.sym_type) and any(is_symbolic(dim) for dim in var.shape)
+        for var in prog.functions["main"].inputs.values()
+    )
+
+
+def _original_outputs(
+    prog: Program, feeds, feed_list: list, seed: int, steps: int, say: "_Progress"
+) -> tuple[list[list[np.ndarray]], str | None]:
+    """The original's outputs on each feed. Flexible dims drawn one by one can break a relation
+    the program needs between them (a decoder's query no longer than its keys): a random feed the
+    program fails on is drawn again with every flexible dim at one size, which keeps such
+    relations, and the reason is returned. ``feed_list`` gets the feeds used."""
+    want, reason = [], None
+    for number, feed in enumerate(feed_list, 1):
+        try:
+            want.append(_evaluate_original(prog, feed, say.feed("original", number)))
+            continue
+        except _FailsOnFeed as failure:
+            if not isinstance(feeds, int) or not _has_flexible_inputs(prog):
+                raise VerifyError(f"the program fails on a random feed before any pass: {failure}") from None
+            first = str(failure)
+        feed_list[number - 1] = _random_feed(prog, seed + number - 1, steps, shared=True)
+        try:
+            want.append(_evaluate_original(prog, feed_list[number - 1], say.feed("original", number)))
+        except _FailsOnFeed as failure:
+            raise VerifyError(
+                f"the program fails on a random feed before any pass: {first}; with every flexible dim "
+                f"at one size too: {failure}"
+            ) from None
+        reason = reason or f"flexible dims drawn one by one, the program failed: {first}"
+    return want, reason
 
 
 StepHook = Callable[[int], None]
@@ -368,13 +412,17 @@ def _outputs(prog: Program, feeds: Mapping[str, Any], on_step: StepHook | None =
     return [np.asarray(value) for value in values]
 
 
+class _FailsOnFeed(Exception):
+    """The original program fails on a feed (its message: the error in one line)."""
+
+
 def _evaluate_original(prog: Program, feeds: Mapping[str, Any], on_step: StepHook | None = None) -> list[np.ndarray]:
     try:
         return _outputs(prog, feeds, on_step)
     except UnsupportedOpError as error:
         raise VerifyError(f"the reference interpreter cannot run the program: {error}") from None
-    except ValueError as error:  # the program fails on a feed (an index out of range, for example)
-        raise VerifyError(f"the program fails on a random feed before any pass: {_one_line(error)}") from None
+    except (ValueError, IndexError) as error:  # the program fails on a feed (an index out of range)
+        raise _FailsOnFeed(_one_line(error)) from None
 
 
 def _one_line(error: BaseException) -> str:

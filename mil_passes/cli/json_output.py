@@ -44,6 +44,7 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
       "schema": "mil-passes/verify/1",
       "input": "in.mlpackage", "pipeline": "default", "feeds": 3,
       "steps": 4,                                    # predictions per feed (1 unless the model has states)
+      "shared_sizes": null,                          # or why random feeds have every flexible dim at one size
       "passes": [                                    # in pipeline order, up to the culprit
         {"name": "common::const_elimination", "seconds": 0.0012,
          "ops_before": 2, "ops_after": 1,            # non-const ops
@@ -144,6 +145,7 @@ def verify_json(verification: Verification) -> dict:
         "pipeline": verification.pipeline,
         "feeds": verification.feeds,
         "steps": verification.steps,
+        "shared_sizes": verification.shared_sizes,
         "passes": [
             {
                 "name": row.name,

@@ -21,7 +21,7 @@ from ..package.atomic import committed, raise_if_interrupted, remove_own_staging
 from .interrupts import interrupts_recorded, stop_raising
 from .internal_error import internal_error_line
 from .optional_frameworks import optional_frameworks_refused
-from ..package.untrusted import one_line, printable
+from ..package.untrusted import one_line, printable, shown
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -141,13 +141,13 @@ def _verify(args: argparse.Namespace) -> int:
         f"verify {args.input}: pipeline {args.pipeline} ({_count(len(names), 'pass')}), "
         f"{_count(args.feeds, 'feed')} (seed {args.seed})"
     )
-    shown: list[str] = []
+    headed: list[str] = []
     status = StatusLine(progress_enabled(args.quiet or args.json))
 
     def show(row) -> None:
         status.clear()
-        if not shown:
-            shown.append(header)
+        if not headed:
+            headed.append(header)
             _say(header)
         _say(format_row(row, width), flush=True)
 
@@ -166,8 +166,10 @@ def _verify(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(verify_json(verification), indent=2))
     else:
-        if not shown:
+        if not headed:
             _say(header)
+        if verification.shared_sizes:
+            _say(shown(f"feeds: every flexible dim at one size; {verification.shared_sizes}", 200))
         if verification.steps > 1:
             _say(f"stateful: {verification.steps} steps per feed from zero states; outputs and states compared")
         _say(format_summary(verification))
