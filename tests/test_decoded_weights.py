@@ -157,3 +157,47 @@ def test_a_large_blockwise_weight_decoded_by_rows_has_the_bits_of_one_pass(monke
     monkeypatch.setattr(quantization, "DECODE_ELEMENTS", 5 * columns)  # blocks of 3 scale rows' 9 data rows
     by_rows = quantization.constexpr_blockwise_shift_scale(op, args)
     assert by_rows.dtype == np.float16 and np.array_equal(by_rows.view(np.uint16), whole.view(np.uint16))
+
+
+@pytest.mark.parametrize(
+    "lut_shape, vector_axis",
+    [
+        ((24, 2, 16, 1), None),  # per grouped channel: 4 rows and 32 columns a LUT
+        ((1, 1, 16, 1), None),  # one LUT for the whole weight
+        ((96, 1, 4, 2), 1),  # vectors of 2 along the columns: decoded by rows
+        ((48, 1, 4, 2), 0),  # vectors of 2 along the rows: decoded whole
+    ],
+)
+def test_a_large_palettized_weight_decoded_by_rows_has_the_values_of_one_pass(monkeypatch, lut_shape, vector_axis):
+    from coremltools.optimize import _utils as optimize_utils
+
+    from mil_passes.reference.kernels import quantization
+
+    rows, columns = 96, 64
+    shape = (rows // 2, columns) if vector_axis == 0 else (rows, columns // 2) if vector_axis == 1 else (rows, columns)
+    indices = RNG.integers(0, lut_shape[2], shape).astype(np.uint8)
+    lut = RNG.standard_normal(lut_shape).astype(np.float16)
+    whole = optimize_utils.lut_to_dense(indices, lut, vector_axis)
+    monkeypatch.setattr(quantization, "DECODE_ELEMENTS", 5 * columns)  # blocks of rows, cut mid-LUT-block never
+    by_rows = quantization._lut_to_dense_ios18(indices, lut, vector_axis)
+    assert by_rows.shape == whole.shape == (rows, columns)
+    assert by_rows.dtype == np.float16 and np.array_equal(by_rows.view(np.uint16), whole.view(np.uint16))
+
+
+def test_a_large_palettized_weight_is_decoded_without_a_lut_per_element():
+    import tracemalloc
+
+    from mil_passes.reference.kernels import quantization
+
+    rows, columns = 1024, 2048  # 2M elements: past DECODE_ELEMENTS
+    indices = RNG.integers(0, 16, (rows, columns)).astype(np.uint8)
+    lut = RNG.standard_normal((rows // 16, 1, 16, 1)).astype(np.float16)
+    tracemalloc.start()
+    try:
+        dense = quantization._lut_to_dense_ios18(indices, lut, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # The result (2 bytes an element) and one block's temporaries; decoding whole repeats the
+    # 16-entry LUT per element (32 bytes) beside an int64 index (8 bytes): over 20x the result.
+    assert peak < 2 * dense.nbytes + 64 * quantization.DECODE_ELEMENTS

@@ -116,8 +116,30 @@ def constexpr_blockwise_shift_scale(op, args):
 
 
 def _lut_to_dense_ios18(indices, lut, vector_axis) -> np.ndarray:
+    """``optimize_utils.lut_to_dense``, a block of rows at a time for a large weight.
+
+    The helper repeats the LUT once per element (``palette`` values each: 16 fp16 values, 32 bytes
+    an element at 4 bits), with an int64 index per element beside it: for a 1B model's
+    128,256x2048 embedding about 11 GB at once. Each row's values depend only on its own indices
+    and its LUT block, so rows are decoded :data:`DECODE_ELEMENTS` elements at a time, in whole
+    LUT blocks along axis 0, into the result (the same values: a lookup, nothing computed)."""
+    indices, lut = np.asarray(indices), np.asarray(lut)
     vector_axis = None if vector_axis is None else int(np.asarray(vector_axis))
-    return optimize_utils.lut_to_dense(np.asarray(indices), np.asarray(lut), vector_axis)
+    vector_size = lut.shape[-1] if lut.ndim >= 2 else 1
+    along_rows = vector_size > 1 and vector_axis is not None and vector_axis % max(indices.ndim, 1) == 0
+    if indices.ndim == 0 or indices.size <= DECODE_ELEMENTS or along_rows:
+        return optimize_utils.lut_to_dense(indices, lut, vector_axis)
+    rows_per_block = 1 if lut.shape[0] == 1 else indices.shape[0] // lut.shape[0]
+    step = max(1, DECODE_ELEMENTS // (indices[0].size * rows_per_block)) * rows_per_block
+    out: np.ndarray | None = None
+    for start in range(0, indices.shape[0], step):
+        block_lut = lut if lut.shape[0] == 1 else lut[start // rows_per_block : (start + step) // rows_per_block]
+        rows = optimize_utils.lut_to_dense(indices[start : start + step], block_lut, vector_axis)
+        if out is None:
+            out = np.empty((indices.shape[0], *rows.shape[1:]), rows.dtype)
+        out[start : start + step] = rows
+    assert out is not None
+    return out
 
 
 @kernel("constexpr_lut_to_dense")
