@@ -39,9 +39,13 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-base
 	$(BIN)/mil-passes demo
 
-# The suite, after lint, format and type checks (make check): CI fails on any of them.
+# The suite, after lint, format and type checks (make check): CI fails on any of them. TEST_JOBS worker
+# processes (pytest-xdist) share the suite a test file at a time, so a module's fixtures are built once;
+# then the tests marked `serial` (they time real runs: tests/test_interrupts.py) run alone.
+TEST_JOBS ?= 2
 test: check
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile -m "not serial" tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -p no:xdist -m serial tests
 
 # Lint, format and types, as configured in pyproject.toml ([tool.ruff], [tool.mypy]).
 check: $(VENV)/.installed-test
