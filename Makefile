@@ -39,9 +39,13 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-base
 	$(BIN)/mil-passes demo
 
-# The suite, after lint, format and type checks (make check): CI fails on any of them.
+# The suite, after lint, format and type checks (make check): CI fails on any of them. TEST_JOBS worker
+# processes (pytest-xdist) share the suite a test file at a time, so a module's fixtures are built once;
+# then the tests marked `serial` (they time real runs: tests/test_interrupts.py) run alone.
+TEST_JOBS ?= 2
 test: check
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile -m "not serial" tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -p no:xdist -m serial tests
 
 # Lint, format and types, as configured in pyproject.toml ([tool.ruff], [tool.mypy]).
 check: $(VENV)/.installed-test
@@ -50,13 +54,15 @@ check: $(VENV)/.installed-test
 	$(BIN)/mypy
 
 # The generator's validity (3,000 drawn programs over every fuzz target and opset, none failing
-# coremltools' type inference while built); every pass of the package, its pipeline and lint's
+# coremltools' type inference while built) and the broken-pass shrink test on every plant (make test
+# plants only the pattern it breaks); every pass of the package, its pipeline and lint's
 # contract on 10,000 programs each; then every pass,
 # the package's pipeline and mil_passes.pipeline() on FUZZ_STATES_EXAMPLES stateful programs each
 # (outputs and states bit for bit over 4 steps).
 FUZZ_STATES_EXAMPLES ?= 2000
 fuzz: $(VENV)/.installed-test
-	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_generator_validity.py
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_generator_validity.py \
+		tests/test_fuzz.py::test_a_broken_pass_is_caught_and_shrunk_to_a_small_program
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --examples 10000 --jobs $(FUZZ_JOBS)
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m mil_passes.testing.fuzz --states --pipeline mil_passes \
 		--examples $(FUZZ_STATES_EXAMPLES) --jobs $(FUZZ_JOBS)

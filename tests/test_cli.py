@@ -461,12 +461,16 @@ BROKEN = [
 
 
 @pytest.mark.parametrize("breakage", BROKEN, ids=[b.__name__ for b in BROKEN])
-def test_unreadable_models_get_one_line_and_exit_2(small, tmp_path, capsys, breakage):
+def test_unreadable_models_get_one_line_and_exit_2(small, tmp_path, capsys, monkeypatch, breakage):
     work, outside = tmp_path / "work", tmp_path / "outside"
     work.mkdir(), outside.mkdir()
     package = work / "model.mlpackage"
     shutil.copytree(small, package)
     source, message = breakage(package, outside)
+    # Named from tmp_path: a line over 300 characters is cut in the middle, and tmp_path's own length
+    # varies (an xdist worker's has a popen-gwN folder more, pytest-N grows a digit).
+    monkeypatch.chdir(tmp_path)
+    source = source.relative_to(tmp_path)
     before = tree_digest(tmp_path)
     output = work / "fixed.mlpackage"
     for argv in (["lint", source], ["lint", source, "--json"], ["optimize", source, "-o", output, "--force"]):

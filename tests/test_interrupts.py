@@ -33,7 +33,8 @@ from interrupt_runs import interrupted_runs, optimize_argv
 TREE = Path(__file__).resolve().parents[1]
 RUNS = int(os.environ.get("MIL_PASSES_INTERRUPT_RUNS", "16"))
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals")
+# serial: `make test` runs these alone, after the parallel part: the signals' delays come from timed runs.
+pytestmark = [pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals"), pytest.mark.serial]
 
 
 @pytest.fixture(autouse=True)
