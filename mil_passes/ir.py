@@ -30,6 +30,21 @@ def iter_ops(prog_or_block: Program | Block) -> Iterator[Operation]:
         yield from list(block.operations)
 
 
+def iter_proto_ops(spec) -> Iterator:
+    """Every op of an ML Program's protobuf (``spec``, a Model message): all functions, all block
+    specializations, nested blocks included."""
+
+    def visit(block) -> Iterator:
+        for op in block.operations:
+            yield op
+            for nested in op.blocks:
+                yield from visit(nested)
+
+    for function in spec.mlProgram.functions.values():
+        for block in function.block_specializations.values():
+            yield from visit(block)
+
+
 def program_names(prog: Program) -> set[str]:
     """All op names and var names used anywhere in ``prog``."""
     names: set[str] = set()

@@ -21,7 +21,7 @@ from mil_passes.package import io as mlpackage
 from pass_helpers import without_placement
 from mil_passes.package.files import PackageError
 from mil_passes.reference import evaluate
-from mil_passes.ir import iter_ops
+from mil_passes.ir import iter_ops, iter_proto_ops
 from mil_passes.testing.models import handwritten as hand
 from mil_passes.testing.check import random_inputs
 
@@ -183,20 +183,8 @@ def test_the_loader_stand_ins_are_dropped_even_under_a_name_the_file_uses(tmp_pa
     assert without_placement(package.lint()) == []
     names = [var.name for op in iter_ops(package.program) for var in op.outputs]
     assert len(names) == len(set(names)) and sum(op.op_type == "const" for op in iter_ops(package.program)) == sum(
-        op.type == "const" for op in _ops_of_spec(spec_of(source))
+        op.type == "const" for op in iter_proto_ops(spec_of(source))
     )
-
-
-def _ops_of_spec(spec):
-    def visit(block):
-        for op in block.operations:
-            yield op
-            for nested in op.blocks:
-                yield from visit(nested)
-
-    for function in spec.mlProgram.functions.values():
-        for block in function.block_specializations.values():
-            yield from visit(block)
 
 
 def test_a_saved_package_is_laid_out_as_coremltools_lays_it_out(flexible_package, tmp_path):

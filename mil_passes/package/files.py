@@ -26,7 +26,7 @@ from typing import Iterator
 from coremltools import proto
 from google.protobuf.message import DecodeError
 
-from ..reference.memory import tensor_elements_and_bits
+from ..reference.memory import loaded_bytes, tensor_elements_and_bits
 from .errors import PackageError
 from .untrusted import check_path_string, load_json, shown
 
@@ -304,12 +304,7 @@ def _check_blob(path: Path, weight_file: Path, size: int, reference: BlobReferen
 def loaded_weight_bytes(spec) -> int:
     """What coremltools' loader allocates for the weight files' blobs (checked by
     :func:`check_weights`): their bytes, sub-byte types at one byte an element, as it unpacks them."""
-    total = 0
-    for reference in blob_references(spec.mlProgram):
-        elements, bits = tensor_elements_and_bits(reference.value_type)
-        if elements is not None and bits is not None:
-            total += elements * max(1, math.ceil(bits / 8))
-    return total
+    return sum(loaded_bytes(reference.value_type) for reference in blob_references(spec.mlProgram))
 
 
 def _declared_bytes(value_type) -> int | None:

@@ -54,7 +54,7 @@ from ..reference.memory import require
 from .layout import write_package
 from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
 from .runtime_quantization import UnloweredQuantization, lower_runtime_quantization
-from ..ir import iter_blocks, iter_ops
+from ..ir import iter_blocks, iter_ops, iter_proto_ops
 
 __all__ = [
     "Package",
@@ -162,18 +162,7 @@ def copy_program(prog: Program) -> Program:
 
 def _defined_names(spec) -> Counter:
     """How many ops of the protobuf define each var name (all functions, nested blocks too)."""
-    names: Counter = Counter()
-
-    def visit(block) -> None:
-        for op in block.operations:
-            names.update(value.name for value in op.outputs)
-            for nested in op.blocks:
-                visit(nested)
-
-    for function in spec.mlProgram.functions.values():
-        for block in function.block_specializations.values():
-            visit(block)
-    return names
+    return Counter(value.name for op in iter_proto_ops(spec) for value in op.outputs)
 
 
 def _drop_loader_placeholders(program: Program, defined: Counter) -> None:

@@ -24,7 +24,7 @@ from typing import Mapping
 from coremltools import proto
 from coremltools.converters.mil.mil import Program, types
 
-from ..ir import iter_ops
+from ..ir import iter_ops, iter_proto_ops
 from .interpreter import numpy_dtype, state_inputs
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "interpretation_bytes",
     "weight_file_bytes",
     "decoded_bytes",
+    "loaded_bytes",
     "tensor_elements_and_bits",
     "size_text",
 ]
@@ -153,26 +154,22 @@ def tensor_elements_and_bits(value_type) -> tuple[int | None, int | None]:
     return math.prod(dims), bits
 
 
+def loaded_bytes(value_type) -> int:
+    """The bytes coremltools' loader allocates for a value of a protobuf ``ValueType``: a tensor of
+    constant dims, sub-byte types at one byte an element as it unpacks them; 0 for anything else."""
+    elements, bits = tensor_elements_and_bits(value_type)
+    return 0 if elements is None or bits is None else elements * max(1, math.ceil(bits / 8))
+
+
 def decoded_bytes(spec) -> int:
     """The bytes of every ``constexpr_*`` op's outputs in an ML Program's protobuf: what decoding
     its compressed weights allocates."""
-    total = 0
-
-    def visit(block) -> None:
-        nonlocal total
-        for op in block.operations:
-            if op.type.startswith("constexpr_"):
-                for output in op.outputs:
-                    elements, bits = tensor_elements_and_bits(output.type)
-                    if elements is not None and bits is not None:
-                        total += elements * max(1, math.ceil(bits / 8))
-            for nested in op.blocks:
-                visit(nested)
-
-    for function in spec.mlProgram.functions.values():
-        for block in function.block_specializations.values():
-            visit(block)
-    return total
+    return sum(
+        loaded_bytes(output.type)
+        for op in iter_proto_ops(spec)
+        if op.type.startswith("constexpr_")
+        for output in op.outputs
+    )
 
 
 def interpretation_bytes(prog: Program, state_copies: int = 1) -> dict[str, int]:
