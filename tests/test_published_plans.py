@@ -106,3 +106,13 @@ def test_every_prediction_says_what_it_rests_on(results):
             run["confidence"] in ("coreml", "apple", "coreai", "private-path", "unsourced") for run in document["runs"]
         )
         assert "; confidence: " in result.placement.summary()
+
+
+def test_the_placement_cost_benchmark_builds_its_program_and_times_both_halves():
+    from benchmarks import placement_cost
+
+    prog = placement_cost.program(1200)  # 146 blocks, 5 topk islands; weights over 1 MiB: no whole-graph cost
+    _, placement = lint_report(prog)
+    assert placement.ops >= 1200 and placement.by_cost == 0 and placement.off_rules["ane-topk-sort"] == 5
+    dry, placed = placement_cost.split_time(prog, repeats=1)
+    assert dry > 0 and placed > 0

@@ -34,7 +34,7 @@ from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
 from .. import chips as chip_families
 from ..dims import DimNames
 from ..findings import Finding
-from .facts import Reader, is_weight_op
+from .facts import FunctionView, Reader, is_weight_op
 from .op_rules import OP_RULES
 from .program_rules import PROGRAM_RULES
 from .rule import CONFIDENCE_KEYS, MEASURED, STRENGTH, UNKNOWN, UNSOURCED, Hit, PlacementRule
@@ -236,8 +236,9 @@ class _Assessor:
             self.judge(op, place)
         rejected: list[PlacementRule] = []
         deferred: list[tuple[PlacementRule, tuple[Operation, ...]]] = []
+        view = FunctionView(func, self.reader)
         for rule in PROGRAM_RULES:
-            for found in rule.check(func, self.dims):
+            for found in rule.check(view, self.dims):
                 if not self.finding(rule, found.name, found.kind, found.subject, found.hit):
                     continue
                 if rule.whole_model:
@@ -249,7 +250,8 @@ class _Assessor:
                         owner = places.get(_top_level(op, func))
                         if owner is not None:
                             owner.take_off(BY_RULE, rule, rule.confidence)
-        _join_glue(top, places)
+        graph = _Graph(places)
+        _join_glue(graph)
         for rule, ops in deferred:  # step 3: the planner's cost decision, on what is left on the ANE
             for op in ops:
                 owner = places.get(_top_level(op, func))
@@ -266,7 +268,7 @@ class _Assessor:
         for rule in rejected:
             if rule.id not in placement.rejected_by:
                 placement.rejected_by.append(rule.id)
-        _summarize(places, placement)
+        _summarize(graph, placement)
 
 
 def _top_level(op: Operation, func: Function) -> Operation:
@@ -275,37 +277,40 @@ def _top_level(op: Operation, func: Function) -> Operation:
     return op
 
 
-def _producer_ops(op: Operation, places: dict[Operation, OpPlace]) -> list[Operation]:
-    """The top-level ops that compute ``op``'s run-time inputs."""
-    found = []
-    for value in op._input_vars.values():
-        for var in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(var, Var) and var.op is not None and var.op in places:
-                found.append(var.op)
-    return found
+class _Graph:
+    """The top-level ops of a function with their places, and who feeds whom among them (made once)."""
+
+    def __init__(self, places: dict[Operation, OpPlace]) -> None:
+        self.places = places
+        self.ops = list(places)
+        self.producers: dict[Operation, list[Operation]] = {op: [] for op in self.ops}
+        self.readers: dict[Operation, list[Operation]] = {op: [] for op in self.ops}
+        for op in self.ops:
+            for value in op._input_vars.values():
+                for var in value if isinstance(value, (list, tuple)) else (value,):
+                    producer = var.op if isinstance(var, Var) else None
+                    if producer is not None and producer in places:
+                        self.producers[op].append(producer)
+                        self.readers[producer].append(op)
+
+    def neighbours(self, op: Operation) -> tuple[list[OpPlace], list[OpPlace]]:
+        """The places of ``op``'s producers and of its readers."""
+        return [self.places[p] for p in self.producers[op]], [self.places[r] for r in self.readers[op]]
 
 
-def _producers(op: Operation, places: dict[Operation, OpPlace]) -> list[OpPlace]:
-    return [places[producer] for producer in _producer_ops(op, places)]
-
-
-def _readers(op: Operation, places: dict[Operation, OpPlace]) -> list[OpPlace]:
-    return [places[reader] for out in op.outputs for reader in out.child_ops if reader in places]
-
-
-def _join_glue(top: list[Operation], places: dict[Operation, OpPlace]) -> None:
+def _join_glue(graph: _Graph) -> None:
     """Step 2: glue on the Neural Engine whose every producer, or every reader, is off goes off with it
     (forward through chains of glue, then backward, until nothing moves)."""
-    glue = [op for op in top if op.op_type in GLUE_OPS]
+    glue = [op for op in graph.ops if op.op_type in GLUE_OPS]
     moved = True
     while moved:
         moved = False
         for order in (glue, glue[::-1]):
             for op in order:
-                place = places[op]
+                place = graph.places[op]
                 if place.side != ANE:
                     continue
-                for neighbours in (_producers(op, places), _readers(op, places)):
+                for neighbours in graph.neighbours(op):
                     if neighbours and all(n.side == OFF_ANE for n in neighbours):
                         island = neighbours[0]
                         place.side, place.rules, place.confidence = OFF_ANE, list(island.rules), MEASURED
@@ -314,26 +319,26 @@ def _join_glue(top: list[Operation], places: dict[Operation, OpPlace]) -> None:
                         break
 
 
-def _sides(places: dict[Operation, OpPlace]) -> dict[Operation, str]:
+def _sides(graph: _Graph) -> dict[Operation, str]:
     """Each op's side for the segments: an unknown op takes the side of its first judged producer, else
     of its first judged reader, else the Neural Engine's."""
     sides = {}
-    for op, place in places.items():
+    for op, place in graph.places.items():
         side = place.side
         if side == UNJUDGED:
-            judged = [n.side for n in _producers(op, places) + _readers(op, places) if n.side != UNJUDGED]
+            producers, readers = graph.neighbours(op)
+            judged = [n.side for n in producers + readers if n.side != UNJUDGED]
             side = judged[0] if judged else ANE
         sides[op] = side
     return sides
 
 
-def _segments(places: dict[Operation, OpPlace], whole: bool) -> list[list[Operation]]:
+def _segments(graph: _Graph, sides: dict[Operation, str], whole: bool) -> list[list[Operation]]:
     """The ops in segments as Core ML's partitioner forms them: the connected regions of ops on one side
-    (through the values they pass), in program order; one segment when the whole model is rejected."""
-    ops = list(places)
+    (through the values they pass), by their first op; one segment when the whole model is rejected."""
+    ops = graph.ops
     if whole:
         return [ops] if ops else []
-    sides = _sides(places)
     root = {op: op for op in ops}
 
     def find(op):
@@ -343,16 +348,17 @@ def _segments(places: dict[Operation, OpPlace], whole: bool) -> list[list[Operat
         return op
 
     for op in ops:
-        for producer in _producer_ops(op, places):
+        for producer in graph.producers[op]:
             if sides[producer] == sides[op]:
                 root[find(producer)] = find(op)
     groups: dict[Operation, list[Operation]] = {}
-    for op in ops:
+    for op in ops:  # in program order: each group's ops, and the groups by their first op
         groups.setdefault(find(op), []).append(op)
-    return sorted(groups.values(), key=lambda group: ops.index(group[0]))
+    return list(groups.values())
 
 
-def _summarize(places: dict[Operation, OpPlace], placement: Placement) -> None:
+def _summarize(graph: _Graph, placement: Placement) -> None:
+    places = graph.places
     for place in places.values():
         placement.ops += 1
         placement.places.append(place)
@@ -368,13 +374,11 @@ def _summarize(places: dict[Operation, OpPlace], placement: Placement) -> None:
                 for rule in place.rules:
                     placement.off_rules[rule] = placement.off_rules.get(rule, 0) + 1
     whole = all(place.why == BY_MODEL for place in places.values())
-    sides = _sides(places)
-    groups = _segments(places, whole)
+    sides = _sides(graph)
+    groups = _segments(graph, sides, whole)
     segment_of = {op: number for number, group in enumerate(groups) for op in group}
-    placement.copies += len(
-        {(segment_of[p], segment_of[op]) for op in places for p in _producer_ops(op, places)}
-        - {(n, n) for n in range(len(groups))}
-    )
+    crossings = {(segment_of[p], segment_of[op]) for op in graph.ops for p in graph.producers[op]}
+    placement.copies += sum(1 for a, b in crossings if a != b)
     for group in groups:
         side = OFF_ANE if whole else sides[group[0]]
         segment = Segment(side, cost=side == OFF_ANE)

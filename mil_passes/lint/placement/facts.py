@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from coremltools.converters.mil.mil import Operation, Var, types
+import numpy as np
+from coremltools.converters.mil.mil import Function, Operation, Var, types
 from coremltools.converters.mil.mil.var import InternalVar
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
+
+from ...ir import iter_ops
 
 
 def is_weight_op(op_type: str) -> bool:
@@ -114,6 +118,42 @@ class Reader:
 
     def view(self, op: Operation) -> OpView:
         return OpView(op, self.facts_of)
+
+
+class FunctionView:
+    """What the program rules read of one function, worked out once: its ops (nested blocks included)
+    by type, and the bytes of its weights as loaded."""
+
+    def __init__(self, func: Function, reader: Reader | None = None) -> None:
+        self.func = func
+        self.reader = reader or Reader()
+        self.by_type: dict[str, list[Operation]] = {}
+        for op in iter_ops(func):
+            self.by_type.setdefault(op.op_type, []).append(op)
+        self._weight_bytes: int | None = None
+
+    def ops_of(self, *op_types: str) -> list[Operation]:
+        return [op for op_type in op_types for op in self.by_type.get(op_type, ())]
+
+    @property
+    def weight_bytes(self) -> int:
+        """The bytes of every weight (consts and decompressed ``constexpr_*`` outputs) as loaded."""
+        if self._weight_bytes is None:
+            total = 0
+            for op_type, ops in self.by_type.items():
+                if not is_weight_op(op_type):
+                    continue
+                for op in ops:
+                    for out in op.outputs:
+                        facts = self.reader.facts_of(out.sym_type)
+                        if facts.static is not None and facts.dtype is not None:
+                            total += math.prod(facts.static) * _itemsize(facts.dtype)
+            self._weight_bytes = total
+        return self._weight_bytes
+
+
+def _itemsize(dtype) -> int:
+    return int(np.dtype(types.nptype_from_builtin(dtype)).itemsize)
 
 
 def only_leaves(var: Var) -> bool:

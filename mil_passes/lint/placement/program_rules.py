@@ -6,10 +6,9 @@ import numpy as np
 from coremltools.converters.mil.mil import Function, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
-from ...ir import iter_ops
 from ...passes.concat_slice_to_slice_concat import WindowOfConcat
 from ..dims import DimNames
-from .facts import dtype_of, is_const, is_weight_op, rank_of, static_shape
+from .facts import FunctionView, dtype_of, is_const, is_weight_op, rank_of, static_shape
 from .op_rules import NE_RULES
 from .refused_window import REFUSED_CAUSE, refusal_why, refused_join
 from .rule import (
@@ -43,17 +42,12 @@ def state_shape(var) -> tuple | None:
     return tuple(wrapped.get_shape()) if types.is_tensor(wrapped) else None
 
 
-def _state_ops(func: Function, state) -> tuple:
+def _state_ops(view: FunctionView, state) -> tuple:
     """The ops that read or write ``state``: its ``read_state`` s, its ``coreml_update_state`` s, and the
     ``slice_update`` s between them (a cache written in place)."""
-    ops = []
-    for op in iter_ops(func):
-        if (op.op_type == "read_state" and op.input is state) or (
-            op.op_type == "coreml_update_state" and op.state is state
-        ):
-            ops.append(op)
-        elif op.op_type == "slice_update" and (_reads_state(op.x, state) or _writes_state(op, state)):
-            ops.append(op)
+    ops = [op for op in view.ops_of("read_state") if op.input is state]
+    ops += [op for op in view.ops_of("coreml_update_state") if op.state is state]
+    ops += [op for op in view.ops_of("slice_update") if _reads_state(op.x, state) or _writes_state(op, state)]
     return tuple(ops)
 
 
@@ -71,21 +65,21 @@ def _writes_state(op, state=None) -> bool:
     )
 
 
-def state_width(func: Function, dims: DimNames) -> list[ProgramHit]:
+def state_width(view: FunctionView, dims: DimNames) -> list[ProgramHit]:
     hits = []
-    for name, var in states(func):
+    for name, var in states(view.func):
         shape = state_shape(var)
         if not shape or is_symbolic(shape[-1]) or int(shape[-1]) % 32 == 0:
             continue
         hits.append(
-            ProgramHit("state", name, Hit(f"is {int(shape[-1])} wide (not a multiple of 32)"), _state_ops(func, var))
+            ProgramHit("state", name, Hit(f"is {int(shape[-1])} wide (not a multiple of 32)"), _state_ops(view, var))
         )
     return hits
 
 
-def range_shape(func: Function, dims: DimNames) -> list[ProgramHit]:
+def range_shape(view: FunctionView, dims: DimNames) -> list[ProgramHit]:
     hits = []
-    for name, var in func.inputs.items():
+    for name, var in view.func.inputs.items():
         if types.is_state(var.sym_type) or name in dims.enumerated:
             continue
         flexible = [axis for axis, d in enumerate(getattr(var, "shape", ()) or ()) if is_symbolic(d)]
@@ -99,8 +93,9 @@ def _element_bytes(dtype) -> int:
     return 1 if dtype in (types.int8, types.uint8) else 2  # floats reach the Neural Engine as fp16
 
 
-def last_axis_padding(func: Function, dims: DimNames) -> list[ProgramHit]:
+def last_axis_padding(view: FunctionView, dims: DimNames) -> list[ProgramHit]:
     hits, seen = [], set()
+    func = view.func
     edges = [("input", n, v) for n, v in func.inputs.items() if not types.is_state(v.sym_type)]
     edges += [("output", v.name, v) for v in func.outputs]
     edges += [("state", n, v) for n, v in states(func)]
@@ -117,18 +112,6 @@ def last_axis_padding(func: Function, dims: DimNames) -> list[ProgramHit]:
     return hits
 
 
-def weight_bytes(func: Function) -> int:
-    """The bytes of every weight as loaded (decompressed)."""
-    total = 0
-    for op in iter_ops(func):
-        if is_weight_op(op.op_type):
-            for out in op.outputs:
-                shape, dtype = static_shape(out), dtype_of(out)
-                if shape is not None and dtype is not None:
-                    total += int(np.prod(shape, dtype=np.int64)) * np.dtype(types.nptype_from_builtin(dtype)).itemsize
-    return total
-
-
 def _var_bytes(var) -> int | None:
     """The bytes of a tensor as the Neural Engine holds it (fp16 for floats), None when a size is not known."""
     shape, dtype = static_shape(var), dtype_of(var)
@@ -137,11 +120,12 @@ def _var_bytes(var) -> int | None:
     return int(np.prod(shape, dtype=np.int64)) * _element_bytes(dtype)
 
 
-def small_graph(func: Function, dims: DimNames) -> list[ProgramHit]:
+def small_graph(view: FunctionView, dims: DimNames) -> list[ProgramHit]:
     """Weights, states and model inputs and outputs under :data:`SMALL_GRAPH_BYTES`: every op Core ML could run
     on the Neural Engine it runs on the CPU, by cost. Not judged when an input's size is known only
     at run time and the weights alone are under the bound."""
-    total = weight_bytes(func)
+    func = view.func
+    total = view.weight_bytes
     for _, state in states(func):
         shape = state_shape(state)
         if shape is None or any(is_symbolic(d) for d in shape):
@@ -155,18 +139,18 @@ def small_graph(func: Function, dims: DimNames) -> list[ProgramHit]:
         total += size
     if total >= SMALL_GRAPH_BYTES:
         return []
-    ops = tuple(op for op in func.operations if not is_weight_op(op.op_type))
+    ops = tuple(op for op in func.operations if not is_weight_op(op.op_type))  # the top level
     why = f"reads {total / 1024:.0f} KiB of weights, inputs and outputs (under {SMALL_GRAPH_BYTES // 1024} KiB)"
     return [ProgramHit("model", "", Hit(why), ops)]
 
 
-def refused_windows(func: Function, dims: DimNames) -> list[ProgramHit]:
+def refused_windows(view: FunctionView, dims: DimNames) -> list[ProgramHit]:
     """The windows of a concat the Neural Engine compiler refuses (:mod:`.refused_window`), found by
     ``webnn::concat_slice_to_slice_concat``'s own matcher."""
     hits = []
     pattern = WindowOfConcat()
-    for op in iter_ops(func):
-        if op.op_type != "slice_by_index" or op.x.op is None or op.x.op.op_type != "concat":
+    for op in view.ops_of("slice_by_index"):
+        if op.x.op is None or op.x.op.op_type != "concat":
             continue
         windows = pattern.match(op)
         for window in windows if isinstance(windows, tuple) else ():
@@ -180,12 +164,10 @@ def refused_windows(func: Function, dims: DimNames) -> list[ProgramHit]:
     return hits
 
 
-def runtime_state_writes(func: Function, dims: DimNames) -> list[ProgramHit]:
+def runtime_state_writes(view: FunctionView, dims: DimNames) -> list[ProgramHit]:
     """``slice_update`` s of an iOS 18 state at run-time positions (a KV cache written at the position)."""
     hits = []
-    for op in iter_ops(func):
-        if op.op_type != "slice_update":
-            continue
+    for op in view.ops_of("slice_update"):
         bounds = [getattr(op, name, None) for name in ("begin", "end")]
         if all(is_const(var) for var in bounds if var is not None):
             continue
@@ -194,26 +176,26 @@ def runtime_state_writes(func: Function, dims: DimNames) -> list[ProgramHit]:
     return hits
 
 
-def rank5_scatters(func: Function, dims: DimNames) -> list[ProgramHit]:
+def rank5_scatters(view: FunctionView, dims: DimNames) -> list[ProgramHit]:
     """A ``scatter`` family op on a rank-5 tensor (a KV cache written by scatter)."""
     hits = []
-    for op in iter_ops(func):
-        if op.op_type in ("scatter", "scatter_along_axis", "scatter_nd") and (rank_of(op.data) or 0) >= 5:
+    for op in view.ops_of("scatter", "scatter_along_axis", "scatter_nd"):
+        if (rank_of(op.data) or 0) >= 5:
             hits.append(ProgramHit(op.op_type, op.name, Hit(f"scatters into a rank-{rank_of(op.data)} tensor"), (op,)))
     return hits
 
 
-def int4_blockwise(func: Function, dims: DimNames) -> list[ProgramHit]:
+def int4_blockwise(view: FunctionView, dims: DimNames) -> list[ProgramHit]:
     """Weights decompressed from 4-bit blocks (``constexpr_blockwise_shift_scale`` of int4/uint4 data)."""
     hits = []
-    for op in iter_ops(func):
-        if op.op_type == "constexpr_blockwise_shift_scale" and dtype_of(op.data) in (types.int4, types.uint4):
+    for op in view.ops_of("constexpr_blockwise_shift_scale"):
+        if dtype_of(op.data) in (types.int4, types.uint4):
             hits.append(ProgramHit(op.op_type, op.name, Hit("decompresses 4-bit blockwise weights")))
     return hits
 
 
-def model_size(func: Function, dims: DimNames) -> list[ProgramHit]:
-    total = weight_bytes(func)
+def model_size(view: FunctionView, dims: DimNames) -> list[ProgramHit]:
+    total = view.weight_bytes
     if total <= GIB:
         return []
     return [ProgramHit("model", "", Hit(f"holds {total / GIB:.1f} GiB of weights (over 1 GiB)"))]
