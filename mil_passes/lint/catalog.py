@@ -35,7 +35,8 @@ RULES: dict[str, Rule] = {
             "info",
             "any other window cut from a concat's output on its axis",
             "webnn::concat_slice_to_slice_concat",
-            "same graph shape as above, not known to be refused; NVIDIA NeMo's `CausalConv1D.update_cache` writes it",
+            "the graph shape of `ane-refused-slice-of-concat`, not known to be refused; NVIDIA NeMo's "
+            "`CausalConv1D.update_cache` writes it",
         ),
         Rule(
             "non-bool-condition",

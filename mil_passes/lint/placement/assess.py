@@ -194,7 +194,9 @@ def _message(rule: PlacementRule, subject: str, hit: Hit, checked: frozenset[int
 
 
 class _Assessor:
-    def __init__(self, checked: frozenset[int], dims: DimNames, reported: set[tuple[str, str]], fixes) -> None:
+    def __init__(
+        self, checked: frozenset[int], dims: DimNames, reported: set[tuple[str, str]], fixes: dict[str, set[str]]
+    ) -> None:
         self.checked, self.dims, self.reported, self.fixes = checked, dims, reported, fixes
         self.findings: list[Finding] = []
         self.reader = Reader()
@@ -229,11 +231,11 @@ class _Assessor:
                 if not is_weight_op(inner.op_type):
                     self.judge(inner, OpPlace(inner.name, inner.op_type))
 
-    def function(self, func: Function, placement: Placement) -> None:
-        top = [op for op in func.operations if not is_weight_op(op.op_type)]
-        places = {op: OpPlace(op.name, op.op_type) for op in top}
-        for op, place in places.items():
-            self.judge(op, place)
+    def program_rules(
+        self, func: Function, places: dict[Operation, OpPlace]
+    ) -> tuple[list[PlacementRule], list[tuple[PlacementRule, tuple[Operation, ...]]]]:
+        """The program rules' findings; the ops their hits take off. Returns the model-level rejections
+        that hold and the cost decisions left for step 3."""
         rejected: list[PlacementRule] = []
         deferred: list[tuple[PlacementRule, tuple[Operation, ...]]] = []
         view = FunctionView(func, self.reader)
@@ -250,6 +252,14 @@ class _Assessor:
                         owner = places.get(_top_level(op, func))
                         if owner is not None:
                             owner.take_off(BY_RULE, rule, rule.confidence)
+        return rejected, deferred
+
+    def function(self, func: Function, placement: Placement) -> None:
+        top = [op for op in func.operations if not is_weight_op(op.op_type)]
+        places = {op: OpPlace(op.name, op.op_type) for op in top}
+        for op, place in places.items():
+            self.judge(op, place)
+        rejected, deferred = self.program_rules(func, places)
         graph = _Graph(places)
         _join_glue(graph)
         for rule, ops in deferred:  # step 3: the planner's cost decision, on what is left on the ANE

@@ -291,7 +291,8 @@ MODEL_RULES: tuple[PlacementRule, ...] = (
 PROGRAM_RULES: tuple[PlacementRule, ...] = MODEL_RULES + (
     PlacementRule(
         "ane-small-graph",
-        "a model whose weights, inputs and outputs come to under 1 MiB",
+        "a model whose weights, states, inputs and outputs come to under 1 MiB "
+        "(shown in the placement, not as a finding)",
         CPU_BY_COST,
         (
             Source(
