@@ -111,7 +111,10 @@ def test_optimize_fixes_the_windows_and_the_result_lints_clean(streaming, tmp_pa
 
     status, out, _ = run(capsys, "lint", fixed)
     assert status == 0 and out.strip().endswith(f"{fixed}: 0 errors, 0 warnings, 4 infos; --all lists each")
-    assert "placement on every chip from M1/A14: 123 ops, 0 off the Neural Engine, 1 segment" in out
+    assert (
+        "placement on every chip from M1/A14: 123 ops, 123 off the Neural Engine (ane-small-graph 123) [123 by cost]"
+        in out
+    )
     assert_equivalent(mlpackage.load(streaming), mlpackage.load(fixed), trials=2)
 
 

@@ -66,15 +66,16 @@ def test_every_finding_with_all():
     assert findings_lines(findings, every=True) == [str(f) for f in findings]
 
 
-def test_the_placement_line_and_the_segments():
+def test_the_placement_line_and_the_segments(monkeypatch):
+    from mil_passes.lint.placement import program_rules
+
+    monkeypatch.setattr(program_rules, "SMALL_GRAPH_BYTES", 0)  # a tiny program: Core ML's cost decision aside
     _, placement = lint_report(layers(2))
     line = placement_line(placement)
     assert (
         line.startswith("placement on every chip from M1/A14: ") and "off the Neural Engine (ane-topk-sort 2)" in line
     )
-    assert line.endswith(
-        f"{len(placement.segments)} segments: {len(placement.segments) - 1} copies between compute units"
-    )
+    assert f"{len(placement.segments)} segments: {placement.copies} copies between compute units; confidence: " in line
     segments = segment_lines(placement)
     assert segments[0].startswith("  segment 1: Neural Engine, 1 ops: relu0")
     assert segments[1] == "  segment 2: CPU/GPU, 1 ops: top0 (ane-topk-sort)"
@@ -105,6 +106,11 @@ def test_the_json_lists_every_finding_and_the_placement(streaming, capsys):
         "chips",
         "ops",
         "off_ane",
+        "by_cost",
+        "glue",
+        "leaves_neural_engine",
+        "rejected_by",
+        "confidence",
         "unknown",
         "segments",
         "boundaries",

@@ -80,6 +80,39 @@ def cond_program():
     return prog
 
 
+def attention(length, heads=16):
+    """An fp16 fused attention of ``heads`` x ``length`` x 64 queries (vx-lang/Vx#437's shapes)."""
+    shape = (1, heads, length, 64)
+    specs = [mb.TensorSpec(shape, dtype=FP16) for _ in range(3)]
+
+    @mb.program(input_specs=specs, opset_version=IOS18)
+    def prog(q, k, v):
+        return mb.scaled_dot_product_attention(query=q, key=k, value=v, name="op")
+
+    return prog
+
+
+def scatter_into(shape):
+    """A scatter of one row into a tensor of ``shape`` (a KV cache written by scatter)."""
+    updates = np.zeros((1, *shape[1:]), np.float16)
+    return one(shape, lambda x: mb.scatter(data=x, indices=np.array([0], np.int32), updates=updates, name="op"))
+
+
+def pool(x, stride):
+    return mb.max_pool(x=x, kernel_sizes=[3, 3], strides=[stride, stride], pad_type="valid", name="op")
+
+
+def int4_weights(dtype):
+    """A linear whose weights are decompressed from blocks of ``dtype`` data."""
+
+    def weights(x):
+        data = np.zeros((64, 64), dtype=dtype)
+        w = mb.constexpr_blockwise_shift_scale(data=data, scale=np.ones((64, 2), np.float16), name="op")
+        return mb.linear(x=x, weight=w)
+
+    return one((1, 64), weights, opset=IOS18)
+
+
 def lstm_program():
     hidden = 32
     weights = dict(weight_ih=h16(4 * hidden, 32), weight_hh=h16(4 * hidden, hidden))
@@ -169,11 +202,24 @@ CASES = [
         lambda: one((1, 64), lambda x: mb.log(x=mb.softmax(x=x, axis=-1), name="op")),
         lambda: one((1, 64), lambda x: mb.log(x=mb.exp(x=x), name="op")),
     ),
+    ("ane-small-attention", lambda: attention(1024), lambda: attention(2048)),
+    ("ane-rank5-scatter", lambda: scatter_into((1, 2, 4, 8, 32)), lambda: scatter_into((2, 4, 8, 32))),
     (
-        "ane-too-small",
-        lambda: two([(1, 1, 8, 8), (1, 1, 8, 8)], lambda x, y: mb.matmul(x=x, y=y, name="op")),
-        lambda: two([(1, 1, 512, 512), (1, 1, 512, 512)], lambda x, y: mb.matmul(x=x, y=y, name="op")),
+        "ane-gather-nd-rank3",
+        lambda: one((64, 32), lambda x: mb.gather_nd(x=x, indices=np.zeros((1, 8, 1), np.int32), name="op")),
+        lambda: one((64, 32), lambda x: mb.gather_nd(x=x, indices=np.zeros((8, 1), np.int32), name="op")),
     ),
+    (
+        "ane-conv-stride",
+        lambda: one((1, 1, 64, 64), lambda x: mb.conv(x=x, weight=h16(1, 1, 3, 3), strides=[5, 5], name="op")),
+        lambda: one((1, 1, 64, 64), lambda x: mb.conv(x=x, weight=h16(1, 1, 3, 3), strides=[6, 6], name="op")),
+    ),
+    (
+        "ane-pool-stride",
+        lambda: one((1, 1, 64, 64), lambda x: pool(x, 3)),
+        lambda: one((1, 1, 64, 64), lambda x: pool(x, 4)),
+    ),
+    ("ane-int4-blockwise", lambda: int4_weights(types.np_int4_dtype), lambda: int4_weights(np.int8)),
     ("ane-dynamic-state-update", lambda: stateful(64, True), lambda: stateful(64, False)),
     ("ane-state-width", lambda: stateful(270, False), lambda: stateful(256, False)),
     (
@@ -197,10 +243,10 @@ def test_the_trigger_is_flagged_and_the_nearest_allowed_form_is_not(rule, trigge
 
 
 def test_every_placement_rule_has_a_case_and_a_public_source():
-    tested = {case[0] for case in CASES} | {"ane-range-shape", "ane-model-size"}  # tested below
-    assert {rule.id for rule in PLACEMENT_RULES} == tested
+    below = {"ane-range-shape", "ane-model-size", "ane-refused-slice-of-concat", "ane-small-graph"}
+    assert {rule.id for rule in PLACEMENT_RULES} == {case[0] for case in CASES} | below  # tested below
     for rule in PLACEMENT_RULES:
-        assert rule.sources and all(s.ref and s.says and s.confidence in "AMD" for s in rule.sources)
+        assert rule.sources and all(s.ref and s.says and s.confidence in "MACD" for s in rule.sources)
         assert RULES[rule.id].severity == rule.severity
 
 
@@ -272,7 +318,27 @@ def segments_of(prog, chip=None):
     return lint_report(prog, chip=chip)[1]
 
 
-def test_relu_topk_relu_is_three_segments_and_an_all_ane_program_one():
+@pytest.fixture
+def any_size(monkeypatch):
+    """The programs below are tiny: set Core ML's whole-graph cost decision aside."""
+    monkeypatch.setattr(program_rules, "SMALL_GRAPH_BYTES", 0)
+
+
+def matmul_of(n):
+    return two([(1, 1, n, n), (1, 1, n, n)], lambda x, y: mb.matmul(x=x, y=y, name="op"))
+
+
+def test_a_graph_too_small_for_the_neural_engine_runs_on_the_cpu_by_cost():
+    assert segments_of(matmul_of(384)).by_cost == 1 and segments_of(matmul_of(512)).by_cost == 0
+    findings, placement = lint_report(one((1, 64), lambda x: mb.sigmoid(x=mb.relu(x=x))))
+    assert "ane-small-graph" not in {f.rule for f in findings}  # the summary line says it
+    assert (placement.ops, placement.off_ane, placement.by_cost, len(placement.segments)) == (2, 2, 2, 1)
+    assert placement.segments[0].cost and placement.off_rules == {"ane-small-graph": 2}
+    assert "2 off the Neural Engine (ane-small-graph 2) [2 by cost]" in placement.summary()
+    assert placement.as_dict()["runs"][0]["cost"] is True
+
+
+def test_relu_topk_relu_is_three_segments_and_an_all_ane_program_one(any_size):
     three = one((1, 64), lambda x: mb.relu(x=mb.topk(x=mb.relu(x=x), k=2, axis=-1)[0]))
     placement = segments_of(three)
     assert (placement.ops, placement.off_ane, len(placement.segments)) == (3, 1, 3)
@@ -288,7 +354,7 @@ def test_relu_topk_relu_is_three_segments_and_an_all_ane_program_one():
     assert (one_segment.ops, one_segment.off_ane, len(one_segment.segments)) == (2, 0, 1)
 
 
-def test_a_cost_does_not_move_an_op_off():
+def test_a_cost_does_not_move_an_op_off(any_size):
     placement = segments_of(one((1, 8), lambda x: mb.relu(x=x)))  # a last axis under 64 bytes: a cost
     assert placement.off_ane == 0 and len(placement.segments) == 1
 
@@ -300,9 +366,10 @@ def test_an_op_the_rules_cannot_judge_is_unknown_not_guessed():
     assert (placement.ops, placement.unknown, placement.off_ane, len(placement.segments)) == (2, 1, 0, 1)
 
 
-def test_the_ops_of_a_control_flow_body_go_with_their_op():
+def test_the_ops_of_a_control_flow_body_go_with_their_op(any_size):
     placement = segments_of(cond_program())
-    assert placement.ops == 2 and placement.off_ane == 1  # squeeze on the Neural Engine; the cond off
+    assert placement.ops == 2 and placement.off_ane == 2  # the cond off, and the squeeze that only feeds it
+    assert [place.why for place in placement.places] == ["glue", "rule"] and placement.glue == 1
 
 
 def test_the_refused_window_takes_the_whole_model_off():
@@ -311,6 +378,7 @@ def test_the_refused_window_takes_the_whole_model_off():
     placement = segments_of(streaming_cache_program(layers=2, channels=8))
     assert placement.off_ane == placement.ops and len(placement.segments) == 1
     assert placement.off_rules == {"ane-refused-slice-of-concat": placement.ops}
+    assert placement.rejected_by == ["ane-refused-slice-of-concat"] and "rejects the model" in placement.summary()
 
 
 def test_the_docs_show_the_rule_table_as_the_code_has_it():

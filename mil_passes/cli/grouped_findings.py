@@ -99,19 +99,8 @@ def findings_lines(findings: list[Finding], *, every: bool = False) -> list[str]
 
 
 def placement_line(placement: Placement) -> str:
-    """The placement summary in one line."""
-    if not placement.ops:
-        return "placement: no ops"
-    chips = "every chip from M1/A14" if len(placement.chips) > 1 else placement.chips[0]
-    off = f"{placement.off_ane} off the Neural Engine"
-    if placement.off_rules:
-        top = sorted(placement.off_rules.items(), key=lambda item: -item[1])
-        off += " (" + ", ".join(f"{rule} {n}" for rule, n in top[:3]) + (", …" if len(top) > 3 else "") + ")"
-    unknown = f", {placement.unknown} unknown" if placement.unknown else ""
-    boundaries = len(placement.segments) - 1
-    copies = f": {boundaries} cop{'y' if boundaries == 1 else 'ies'} between compute units" if boundaries else ""
-    segments = f"{len(placement.segments)} segment{'' if len(placement.segments) == 1 else 's'}"
-    return fit(f"placement on {chips}: {placement.ops} ops, {off}{unknown}, {segments}{copies}")
+    """The placement summary in one line (:meth:`Placement.summary`, fitted to the terminal)."""
+    return fit(placement.summary())
 
 
 def segment_lines(placement: Placement) -> list[str]:

@@ -13,13 +13,19 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
       "placement": {                                 # where Core ML is predicted to run each op
         "chips": ["M1/A14", ...],                    # the chip families checked (--chip: one)
         "ops": 120,                                  # non-const ops (each function's top level)
-        "off_ane": 3,                                # of them, taken off the Neural Engine by a rule
+        "off_ane": 3,                                # of them, predicted off the Neural Engine
+        "by_cost": 0,                                # of off_ane: by Core ML's cost decision
+        "glue": 2,                                   # of off_ane: glue joining an off island
         "unknown": 0,                                # of them, ops no rule could judge
-        "segments": 3,                               # maximal runs of consecutive ops on one side
-        "boundaries": 2,                             # segments - 1: copies between compute units
-        "off_by_rule": {"ane-topk-sort": 1, ...},    # ops each rule takes off
+        "leaves_neural_engine": false,               # a model-level rejection holds: every op off
+        "rejected_by": [],                           # its rules
+        "segments": 3,                               # connected regions of ops on one side
+        "boundaries": 2,                             # copies between compute units (pairs of segments)
+        "off_by_rule": {"ane-topk-sort": 1, ...},    # ops each rule takes off (glue not counted)
+        "confidence": {"coreml": 110, ...},          # ops per what the prediction rests on
         "runs": [{"unit": "ane" | "cpu_gpu", "ops": 57, "first": "op name", "last": "op name",
-                  "rules": ["ane-topk-sort"]}, ...]  # the segments in program order
+                  "rules": ["ane-topk-sort"], "cost": false,
+                  "confidence": "coreml"}, ...]      # the segments, by their first op
       }
     }
 

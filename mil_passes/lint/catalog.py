@@ -1,7 +1,8 @@
 """Every lint rule: its id, severity, what it finds, what fixes it, and the evidence it rests on.
 
-The rules of the package's passes are written here; the Neural Engine placement rules are values
-of :mod:`.placement` (with their chips, consequence and sources) and join this table as they are.
+The rules of the package's passes are written here; the Neural Engine placement rules, model-level
+rejections among them (``ane-refused-slice-of-concat``), are values of :mod:`.placement` (with their
+chips, consequence and sources) and join this table as they are.
 
 Severity policy (see :data:`~mil_passes.lint.findings.SEVERITIES`): **error** when Core ML will
 refuse the model, or load it and silently run it on another compute unit or compute something
@@ -30,21 +31,12 @@ RULES: dict[str, Rule] = {
     rule.id: rule
     for rule in (
         Rule(
-            "ane-refused-slice-of-concat",
-            "error",
-            "a `slice_by_index` on a concat's last axis, offset not a multiple of 8, width a multiple of 8 "
-            "but not of 32, joined by `concat`/`stack`",
-            "webnn::concat_slice_to_slice_concat",
-            "reported on an M2 Pro (macOS 27.2, coremltools 9.0, iOS17): the Neural Engine compiler fails "
-            '("Graph traversal failure", code 22) and Core ML runs all 1,674 ops on the CPU, ~15x slower '
-            "(docs/evidence.md)",
-        ),
-        Rule(
             "slice-of-concat",
             "info",
             "any other window cut from a concat's output on its axis",
             "webnn::concat_slice_to_slice_concat",
-            "same graph shape as above, not known to be refused; NVIDIA NeMo's `CausalConv1D.update_cache` writes it",
+            "the graph shape of `ane-refused-slice-of-concat`, not known to be refused; NVIDIA NeMo's "
+            "`CausalConv1D.update_cache` writes it",
         ),
         Rule(
             "non-bool-condition",

@@ -3,9 +3,9 @@
 Each pass is asked what it would rewrite (its own matchers, run without rewriting) and each
 answer becomes a finding whose ``fix`` names the pass; a candidate the pass leaves unchanged
 becomes a finding with ``fix=None`` and the pass's reason. So a finding names a pass exactly
-when that pass would change the program. The Neural Engine refusal of a streaming-cache window
-is applied to the windows the concat-slice pass matches (:mod:`.placement.refused_window`); the
-placement rules (:mod:`.placement`) add what no pass rewrites, and predict where each op runs.
+when that pass would change the program. The placement rules (:mod:`.placement`) add what no pass
+rewrites, and predict where each op runs; where a placement rule names the pass that fixes an op (a
+window of a concat the Neural Engine compiler refuses), its finding replaces the pass's.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Callable
 from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
-from ..passes.concat_slice_to_slice_concat import WindowOfConcat
 from ..passes.rename_duplicate_temporaries import RenameDuplicateTemporaries, plan_renames
 from ..placement import PASS_NAMES
 from ..rewriter import Match, PatternPass
@@ -24,10 +23,8 @@ from .catalog import RULES, severity_of
 from .dims import DimNames
 from .findings import Finding, by_severity
 from .placement import RULES as PLACEMENT_RULES
-from .placement import WHOLE_MODEL_RULES, Placement, assess
-from .placement.refused_window import REFUSED_CAUSE, refusal_message, refused_join
+from .placement import Placement, assess
 
-Words = Callable[[str], str]
 PLACEMENT_RULE_IDS = frozenset(rule.id for rule in PLACEMENT_RULES)
 
 
@@ -37,35 +34,31 @@ def _finding(rule: str, op, message: str, fix: str | None, cause: str = "") -> F
     return Finding(rule, severity_of(rule), name, message, fix, op_type, cause or RULES[rule].finds)
 
 
-def _match_finding(found: Match, pass_name: str, words: Words) -> Finding:
+def _match_finding(found: Match, pass_name: str, words: DimNames) -> Finding:
     op = found.op
-    if isinstance(found.pattern, WindowOfConcat):
-        join = refused_join(op, found.match[0])
-        if join is not None:
-            message = refusal_message(op, found.match[0], join)
-            return _finding("ane-refused-slice-of-concat", op, message, pass_name, REFUSED_CAUSE)
     return _finding(found.pattern.rule, op, words(found.describe()), pass_name, found.pattern.cause(op, found.match))
 
 
-def _refusal_cause(refused: Match, words: Words) -> str:
-    shared = refused.pattern.refused_because
+def _declined_cause(declined: Match, words: DimNames) -> str:
+    """Why the pass leaves a candidate, as the grouped report shares it."""
+    shared = declined.pattern.refused_because
     if not shared:
-        return words(refused.match.reason)
-    flexible = words.flexible() if isinstance(words, DimNames) else ""
+        return words(declined.match.reason)
+    flexible = words.flexible()
     return f"{shared}, from {flexible}: expected with flexible inputs" if flexible else shared
 
 
-def _pattern_findings(instance: PatternPass, pass_name: str, prog: Program, words: Words) -> list[Finding]:
-    matches, refusals = instance.find_matches(prog)
+def _pattern_findings(instance: PatternPass, pass_name: str, prog: Program, words: DimNames) -> list[Finding]:
+    matches, declined = instance.find_matches(prog)
     findings = [_match_finding(found, pass_name, words) for found in matches]
-    for refused in refusals:
-        message = f"{words(refused.describe())}; {pass_name} leaves it"
-        findings.append(_finding(refused.pattern.rule, refused.op, message, None, _refusal_cause(refused, words)))
+    for left in declined:
+        message = f"{words(left.describe())}; {pass_name} leaves it"
+        findings.append(_finding(left.pattern.rule, left.op, message, None, _declined_cause(left, words)))
     return findings
 
 
 def _rename_findings(
-    instance: RenameDuplicateTemporaries, pass_name: str, prog: Program, words: Words
+    instance: RenameDuplicateTemporaries, pass_name: str, prog: Program, words: DimNames
 ) -> list[Finding]:
     try:
         planned = plan_renames(prog)
@@ -90,7 +83,7 @@ DRY_RUNS: dict[type, Callable[..., list[Finding]]] = {
 }
 
 
-def pass_findings(prog: Program, pass_name: str, words: Words | None = None) -> list[Finding]:
+def pass_findings(prog: Program, pass_name: str, words: DimNames | None = None) -> list[Finding]:
     """The findings of one registered pass's dry run on ``prog`` (``prog`` is not changed)."""
     instance = PASS_REGISTRY[pass_name]
     for kind, dry_run in DRY_RUNS.items():
@@ -127,7 +120,13 @@ def lint_report(
         findings.extend(pass_findings(prog, pass_name, words))
     # A placement rule's candidate its pass leaves is the placement rule's to report, with its consequence.
     findings = [f for f in findings if f.fix is not None or f.rule not in PLACEMENT_RULE_IDS]
-    whole = next((f for f in findings if f.rule in WHOLE_MODEL_RULES), None)
     reported = {(f.rule, f.op) for f in findings}
-    placement_findings, placement = assess(prog, checked=checked, dims=words, reported=reported, whole_model=whole)
+    fixes: dict[str, set[str]] = {}
+    for f in findings:
+        if f.fix is not None:
+            fixes.setdefault(f.op, set()).add(f.fix)
+    placement_findings, placement = assess(prog, checked=checked, dims=words, reported=reported, fixes=fixes)
+    # A placement finding that names a pass's fix says more than the pass's own finding on that op.
+    claimed = {(f.op, f.fix) for f in placement_findings if f.fix is not None}
+    findings = [f for f in findings if (f.op, f.fix) not in claimed]
     return by_severity(findings + placement_findings), placement

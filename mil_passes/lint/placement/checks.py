@@ -10,7 +10,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
-from .facts import AXIS_NAMES, axis_value, dtype_of, is_const, only_leaves, rank_of, static_shape, view
+from .facts import AXIS_NAMES, OpView, axis_value, dtype_of, is_const, only_leaves, rank_of, static_shape
 from .rule import UNKNOWN, Hit, Verdict
 
 H13, H14, H15, H16 = 13, 14, 15, 16
@@ -26,13 +26,12 @@ INDEX_INPUTS = frozenset(
 )
 
 
-def fp32_compute(op: Operation) -> Verdict:
+def fp32_compute(op: Operation, seen: OpView) -> Verdict:
     if op.op_type == "cast":
         out = op.outputs[0]
         if dtype_of(out) == types.fp32 and not only_leaves(out):
             return Hit("casts to fp32")
         return None  # the casts at an fp16 model's edges: fp32 inputs in, fp32 outputs out
-    seen = view(op)
     if types.fp32 in seen.output_dtypes:
         return Hit("computes in fp32")
     if types.fp32 in seen.input_dtypes:
@@ -40,28 +39,26 @@ def fp32_compute(op: Operation) -> Verdict:
     return None
 
 
-def int32_compute(op: Operation) -> Verdict:
+def int32_compute(op: Operation, seen: OpView) -> Verdict:
     if op.op_type == "cast":
         return Hit("casts to int32") if dtype_of(op.outputs[0]) == types.int32 else None
-    seen = view(op)
     if types.int32 not in seen.input_dtypes:
         return None
     data = any(f.dtype == types.int32 and name not in INDEX_INPUTS for name, _, f in seen.inputs)
     return Hit("computes on int32 data") if data else None
 
 
-def rank_over_5(op: Operation) -> Verdict:
-    rank = view(op).max_rank
+def rank_over_5(op: Operation, seen: OpView) -> Verdict:
+    rank = seen.max_rank
     return Hit(f"makes a rank-{rank} tensor") if rank > 5 else None
 
 
-def rank5_matmul(op: Operation) -> Verdict:
+def rank5_matmul(op: Operation, seen: OpView) -> Verdict:
     ranks = [rank_of(v) for v in ((op.x, op.y) if op.op_type == "matmul" else (op.x,))]
     return Hit(f"multiplies rank-{max(r for r in ranks if r)} operands") if any(r and r >= 5 for r in ranks) else None
 
 
-def dim_too_large(op: Operation) -> Verdict:
-    seen = view(op)
+def dim_too_large(op: Operation, seen: OpView) -> Verdict:
     if seen.max_size <= 16384:
         return None
     worst: tuple[frozenset[int], str] | None = None
@@ -82,12 +79,12 @@ def dim_too_large(op: Operation) -> Verdict:
     return Hit(worst[1], worst[0]) if worst else None
 
 
-def gather(op: Operation) -> Verdict:
+def gather(op: Operation, seen: OpView) -> Verdict:
     indices = op.indices
     return Hit("gathers by constant indices" if is_const(indices) else "gathers by run-time indices")
 
 
-def any_op(op: Operation) -> Verdict:
+def any_op(op: Operation, seen: OpView) -> Verdict:
     return Hit(f"is a {op.op_type}")
 
 
@@ -104,7 +101,7 @@ def reflect_pad(op: Operation) -> Verdict:
     return Hit(f"pads in {mode} mode", frozenset({H13})) if mode in ("reflect", "symmetric") else None
 
 
-def conv_kernel(op: Operation) -> Verdict:
+def conv_kernel(op: Operation, seen: OpView) -> Verdict:
     if dtype_of(op.x) != types.fp16:
         return None  # fp32 convs are off the Neural Engine anyway (ane-fp32-compute)
     shape = static_shape(op.weight)
@@ -128,7 +125,7 @@ def conv_kernel(op: Operation) -> Verdict:
     return Hit(f"has an fp16 kernel of {'x'.join(map(str, kernel))}", frozenset(families))
 
 
-def argminmax_axis(op: Operation) -> Verdict:
+def argminmax_axis(op: Operation, seen: OpView) -> Verdict:
     shape = getattr(op.x, "shape", None)
     axis = axis_value(op, default=-1)
     if shape is None or axis is None or not -len(shape) <= axis < len(shape):
@@ -143,7 +140,7 @@ def random_uniform(op: Operation) -> Verdict:
     return Hit("draws uniform random numbers (native from M3)", frozenset({H13, H14}))
 
 
-def texture(op: Operation) -> Verdict:
+def texture(op: Operation, seen: OpView) -> Verdict:
     """The texture-engine ops (M2 on), reflect padding (M2 on), sin/cos and random_uniform (M3 on)."""
     if op.op_type == "pad":
         return reflect_pad(op)
@@ -157,7 +154,7 @@ def texture(op: Operation) -> Verdict:
 TEXTURE_OPS = ("crop_resize", "resample", "affine", "pad", "sin", "cos", "random_uniform")
 
 
-def log_of_softmax(op: Operation) -> Verdict:
+def log_of_softmax(op: Operation, seen: OpView) -> Verdict:
     """A ``log`` of an fp16 ``softmax`` (torch's log_softmax as coremltools converts it)."""
     producer = op.x.op
     if producer is None or producer.op_type != "softmax" or dtype_of(op.x) != types.fp16:
@@ -165,14 +162,14 @@ def log_of_softmax(op: Operation) -> Verdict:
     return Hit(f"takes the log of fp16 softmax '{producer.name}'")
 
 
-def unequal_deconv_strides(op: Operation) -> Verdict:
+def unequal_deconv_strides(op: Operation, seen: OpView) -> Verdict:
     strides = op.strides.val if getattr(op, "strides", None) is not None else None
     if strides is None or len(strides) != 2 or strides[0] == strides[1]:
         return None
     return Hit(f"has unequal strides {list(map(int, strides))}")
 
 
-def dynamic_weight_conv(op: Operation) -> Verdict:
+def dynamic_weight_conv(op: Operation, seen: OpView) -> Verdict:
     if is_const(op.weight):
         return None
     shape = getattr(op.x, "shape", None)
@@ -181,17 +178,8 @@ def dynamic_weight_conv(op: Operation) -> Verdict:
     return Hit(f"convolves by run-time weights at batch {int(shape[0])}", frozenset({H13})) if shape[0] >= 2 else None
 
 
-def too_small_matmul(op: Operation) -> Verdict:
-    if dtype_of(op.x) != types.fp16:
-        return None
-    x, y = static_shape(op.x), static_shape(op.y)
-    if x is None or y is None or len(x) < 2 or len(y) < 2:
-        return None
-    sizes = [*x[-2:], *y[-2:]]
-    return Hit(f"multiplies matrices of at most {max(sizes)}x{max(sizes)} (384 or less)") if max(sizes) <= 384 else None
-
-
-def too_small_attention(op: Operation) -> Verdict:
+def small_attention(op: Operation, seen: OpView) -> Verdict:
+    """An fp16 ``scaled_dot_product_attention`` of under 2M query elements (Core ML prefers the CPU)."""
     shape = static_shape(op.query)
     if shape is None or dtype_of(op.query) != types.fp16:
         return None
@@ -244,7 +232,7 @@ def _all_inputs(op: Operation):
                 yield name, var
 
 
-def infinite_mask(op: Operation) -> Verdict:
+def infinite_mask(op: Operation, seen: OpView) -> Verdict:
     sources = (
         [op.x] if op.op_type == "softmax" else [op.attn_mask] if getattr(op, "attn_mask", None) is not None else []
     )
@@ -255,21 +243,41 @@ def infinite_mask(op: Operation) -> Verdict:
     return None
 
 
-def too_small(op: Operation) -> Verdict:
-    return too_small_matmul(op) if op.op_type == "matmul" else too_small_attention(op)
+def gather_nd_rank3(op: Operation, seen: OpView) -> Verdict:
+    """A ``gather_nd`` whose output has rank 3 (a 2-D table indexed by ``[B, S]`` positions)."""
+    return Hit("gathers a rank-3 result") if seen.max_rank == 3 else None
 
 
-def _state_of(var):
-    """The state a var reads, through read_state (None if it does not)."""
-    producer = var.op
-    return producer.input if producer is not None and producer.op_type == "read_state" else None
+def _only_2s_and_3s(n: int) -> bool:
+    for prime in (2, 3):
+        while n % prime == 0:
+            n //= prime
+    return n == 1
 
 
-def dynamic_state_update(op: Operation) -> Verdict:
-    """A ``slice_update`` of a state at run-time positions (a KV cache written at the position)."""
-    if all(is_const(getattr(op, name)) for name in ("begin", "end") if getattr(op, name, None) is not None):
+def _strides(op: Operation) -> list[int] | None:
+    strides = getattr(op, "strides", None)
+    return None if strides is None or strides.val is None else [int(s) for s in strides.val]
+
+
+def conv_stride(op: Operation, seen: OpView) -> Verdict:
+    """Strides the Neural Engine maps with overhead: a factor other than 2 and 3, unequal strides both
+    over 2, or a stride over 2 on a palettized kernel (``constexpr_lut_to_dense`` weights)."""
+    strides = _strides(op)
+    if not strides:
         return None
-    writes_state = any(reader.op_type == "coreml_update_state" for reader in op.outputs[0].child_ops)
-    if _state_of(op.x) is None and not writes_state:
-        return None
-    return Hit("writes a state at run-time positions")
+    palettized = op.weight.op is not None and op.weight.op.op_type == "constexpr_lut_to_dense"
+    if palettized and max(strides) > 2:
+        return Hit(f"has strides {strides} on a palettized kernel (over 2)")
+    if any(not _only_2s_and_3s(s) for s in strides):
+        return Hit(f"has strides {strides} (a factor other than 2 and 3)")
+    if len(set(strides)) > 1 and min(strides) > 2:
+        return Hit(f"has unequal strides {strides}, both over 2")
+    return None
+
+
+def pool_stride(op: Operation, seen: OpView) -> Verdict:
+    """A pooling stride other than 1, 2 or 4."""
+    strides = _strides(op)
+    odd = [s for s in strides or () if s not in (1, 2, 4)]
+    return Hit(f"has strides {strides} (other than 2 or 4)") if odd else None

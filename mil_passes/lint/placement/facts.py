@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from coremltools.converters.mil.mil import Operation, Var, types
+import numpy as np
+from coremltools.converters.mil.mil import Function, Operation, Var, types
 from coremltools.converters.mil.mil.var import InternalVar
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
+
+from ...ir import iter_ops
 
 
 def is_weight_op(op_type: str) -> bool:
@@ -36,43 +40,30 @@ class TypeFacts:
     static: tuple[int, ...] | None  # the shape when every size is known
 
 
-_FACTS: dict[int, tuple[Any, TypeFacts]] = {}  # id of a type: the type (kept alive) and its facts
-
-
-def facts_of(sym_type) -> TypeFacts:
-    """The facts of ``sym_type``, worked out once per type (coremltools' type checks are slow and its
-    tensor types are memoized classes, so a program has few)."""
-    entry = _FACTS.get(id(sym_type))
-    known = entry[1] if entry is not None else None
-    if known is None:
-        if types.is_tensor(sym_type):
-            shape = tuple(sym_type.get_shape())
-            static = None if any(is_symbolic(d) for d in shape) else tuple(int(d) for d in shape)
-            known = TypeFacts(True, sym_type.get_primitive(), shape, static)
-        elif types.is_scalar(sym_type):
-            known = TypeFacts(True, sym_type, (), ())
-        else:
-            known = TypeFacts(False, None, None, None)
-        _FACTS[id(sym_type)] = (sym_type, known)
-    return known
-
-
-def tensor_vars(vars_) -> list[Var]:
-    return [v for v in vars_ if isinstance(v, Var) and facts_of(v.sym_type).value]
+def type_facts(sym_type) -> TypeFacts:
+    """What the rules read of ``sym_type`` (coremltools' type checks are slow: :class:`Reader` keeps
+    the answers of one lint)."""
+    if types.is_tensor(sym_type):
+        shape = tuple(sym_type.get_shape())
+        static = None if any(is_symbolic(d) for d in shape) else tuple(int(d) for d in shape)
+        return TypeFacts(True, sym_type.get_primitive(), shape, static)
+    if types.is_scalar(sym_type):
+        return TypeFacts(True, sym_type, (), ())
+    return TypeFacts(False, None, None, None)
 
 
 def dtype_of(var: Var):
     """The element type of a tensor or scalar var, else None."""
-    return facts_of(var.sym_type).dtype
+    return type_facts(var.sym_type).dtype
 
 
 def static_shape(var: Var) -> tuple[int, ...] | None:
     """The shape when every size is known, else None."""
-    return facts_of(var.sym_type).static
+    return type_facts(var.sym_type).static
 
 
 def rank_of(var: Var) -> int | None:
-    shape = facts_of(var.sym_type).shape
+    shape = type_facts(var.sym_type).shape
     return None if shape is None else len(shape)
 
 
@@ -82,7 +73,7 @@ class OpView:
 
     __slots__ = ("op", "outputs", "inputs", "output_dtypes", "input_dtypes", "max_rank", "max_size")
 
-    def __init__(self, op: Operation) -> None:
+    def __init__(self, op: Operation, facts_of: Callable[[Any], TypeFacts] = type_facts) -> None:
         self.op = op
         self.outputs: list[tuple[Var, TypeFacts]] = []
         self.inputs: list[tuple[str, Var, TypeFacts]] = []
@@ -112,24 +103,57 @@ class OpView:
                     self.input_dtypes.add(facts.dtype)
 
 
-_LAST: list[OpView | None] = [None]  # the rules of one op ask in turn: its view is made once
+class Reader:
+    """The type facts of one lint, worked out once per type (a program has few: coremltools memoizes
+    its tensor types), and each op's :class:`OpView`. Made per run: nothing outlives it."""
+
+    def __init__(self) -> None:
+        self._facts: dict[int, tuple[Any, TypeFacts]] = {}  # id of a type: the type (kept alive) and its facts
+
+    def facts_of(self, sym_type) -> TypeFacts:
+        entry = self._facts.get(id(sym_type))
+        if entry is None:
+            entry = self._facts[id(sym_type)] = (sym_type, type_facts(sym_type))
+        return entry[1]
+
+    def view(self, op: Operation) -> OpView:
+        return OpView(op, self.facts_of)
 
 
-def view(op: Operation) -> OpView:
-    last = _LAST[0]
-    if last is None or last.op is not op:
-        last = _LAST[0] = OpView(op)
-    return last
+class FunctionView:
+    """What the program rules read of one function, worked out once: its ops (nested blocks included)
+    by type, and the bytes of its weights as loaded."""
+
+    def __init__(self, func: Function, reader: Reader | None = None) -> None:
+        self.func = func
+        self.reader = reader or Reader()
+        self.by_type: dict[str, list[Operation]] = {}
+        for op in iter_ops(func):
+            self.by_type.setdefault(op.op_type, []).append(op)
+        self._weight_bytes: int | None = None
+
+    def ops_of(self, *op_types: str) -> list[Operation]:
+        return [op for op_type in op_types for op in self.by_type.get(op_type, ())]
+
+    @property
+    def weight_bytes(self) -> int:
+        """The bytes of every weight (consts and decompressed ``constexpr_*`` outputs) as loaded."""
+        if self._weight_bytes is None:
+            total = 0
+            for op_type, ops in self.by_type.items():
+                if not is_weight_op(op_type):
+                    continue
+                for op in ops:
+                    for out in op.outputs:
+                        facts = self.reader.facts_of(out.sym_type)
+                        if facts.static is not None and facts.dtype is not None:
+                            total += math.prod(facts.static) * _itemsize(facts.dtype)
+            self._weight_bytes = total
+        return self._weight_bytes
 
 
-def forget() -> None:
-    """Drop the last view (it would keep its program alive)."""
-    _LAST[0] = None
-
-
-def data_inputs(op: Operation, skip: frozenset[str] = frozenset()) -> list[tuple[str, Var]]:
-    """``op``'s run-time tensor inputs by name (lists flattened), but for the names in ``skip``."""
-    return [(name, var) for name, var, _ in view(op).inputs if name not in skip]
+def _itemsize(dtype) -> int:
+    return int(np.dtype(types.nptype_from_builtin(dtype)).itemsize)
 
 
 def only_leaves(var: Var) -> bool:

@@ -7,12 +7,14 @@ Order matters only for reading: every rule is checked on every op it names.
 from __future__ import annotations
 
 from . import checks
-from .rule import APPLE, COST, DIRECT, ELSEWHERE, MEASURED, REJECTED, WRONG, PlacementRule, Source
+from .rule import APPLE, CORE_AI, COST, CPU_BY_COST, DIRECT, ELSEWHERE, MEASURED, REJECTED, WRONG, PlacementRule, Source
 
 ANE_GUIDE = "https://ane-guide.readthedocs.io (sbryngelson/ane-guide, appendix A)"
 NE_RULES = "apple/coreai-models skills/skills/model-authoring/references/neural_engine_rules.md"
+COMMON_ISSUES = "apple/coreai-models skills/skills/model-authoring/references/common_issues.md"
 TYPED_EXECUTION = "https://apple.github.io/coremltools/docs-guides/source/typed-execution-example.html"
 RF_DETR = "roboflow/rf-detr#1495"
+VX_SDPA = "vx-lang/Vx#437"
 
 NO_PATH_OPS = (
     "mod",
@@ -154,7 +156,7 @@ OP_RULES: tuple[PlacementRule, ...] = (
             Source(RF_DETR, MEASURED, "MLComputePlan, M3 Pro, coremltools 9.0: topk leaves the ANE"),
             Source(
                 "apple/coreai-torch#66",
-                MEASURED,
+                CORE_AI,
                 '"aten.topk costs a fixed 1.75 ms on an iPhone 17 Pro whenever the rest of the graph is on the ANE"',
             ),
         ),
@@ -331,36 +333,71 @@ OP_RULES: tuple[PlacementRule, ...] = (
         severity_override="warning",  # value-dependent
     ),
     PlacementRule(
-        "ane-too-small",
-        "an fp16 matmul of matrices no larger than 384x384, an fp16 attention of under 2M query elements",
-        COST,
+        "ane-small-attention",
+        "an fp16 scaled_dot_product_attention of under 2M query elements",
+        CPU_BY_COST,
         (
-            Source("vx-lang/Vx#435", MEASURED, 'M4, MLComputePlan: "In f16, CoreML picks the CPU at 384 and below"'),
-            Source("vx-lang/Vx#437", MEASURED, '"The boundary sits at about 2M elements" per Q/K/V tensor'),
+            Source(
+                VX_SDPA,
+                MEASURED,
+                "M4, MLComputePlan: fp16 1x16x2048x64 and 1x32x1024x128 are preferred on the Neural Engine, "
+                '1x16x1024x64 and smaller on the CPU: "The boundary sits at about 2M elements"',
+            ),
         ),
-        "batch small products together; Core ML's planner decides by cost",
-        checks.too_small,
-        op_types=("matmul", "scaled_dot_product_attention"),
-        says="Core ML's planner picks the CPU for it (a cost decision)",
+        "attend over more positions or heads in one op; Core ML's planner decides by cost",
+        checks.small_attention,
+        op_types=("scaled_dot_product_attention",),
         chips="M4 measured",
     ),
     PlacementRule(
-        "ane-dynamic-state-update",
-        "a slice_update of an iOS 18 state whose begin or end is computed at run time "
-        "(a KV cache written at the position)",
+        "ane-gather-nd-rank3",
+        "a gather_nd whose output has rank 3 (a 2-D table such as RoPE's cos/sin indexed by [B, S] positions)",
         ELSEWHERE,
         (
             Source(
-                "apple/coreai-torch#6",
-                MEASURED,
-                "Core AI: a KV-cache write offset computed from an input's values segfaults inside "
-                "ANECompiler at load; compile-time constants run",
+                COMMON_ISSUES,
+                APPLE,
+                '"Indexing a 2D cos/sin table with position_ids: [B, S] produces 3D output Neural Engine rejects"; '
+                "written for Core AI",
             ),
         ),
-        "write the cache at constant offsets, or keep the cache outside the model (inputs in, new entries out)",
-        checks.dynamic_state_update,
-        op_types=("slice_update",),
-        severity_override="warning",  # measured through Core AI, not Core ML
-        chips="M5 Max measured (Core AI)",
+        "precompute the table rows outside the model and pass them as a 4-D (1, C, 1, S) input",
+        checks.gather_nd_rank3,
+        op_types=("gather_nd",),
+        severity_override="warning",  # Apple's Core AI guidance, not measured through Core ML
+    ),
+    PlacementRule(
+        "ane-conv-stride",
+        "a conv or conv_transpose stride with a prime factor other than 2 and 3, unequal strides both over 2, "
+        "or a stride over 2 on a palettized kernel",
+        COST,
+        (
+            Source(
+                NE_RULES,
+                APPLE,
+                '"Stride values that factor cleanly into 2s and 3s map efficiently to Neural Engine. Other values '
+                'introduce overhead"; "With palettized kernels, stride support is very limited — use up to 2"',
+            ),
+        ),
+        "use strides of 2s and 3s (4, 6, 8, 9, 12, 16 …), equal strides, or one stride of 2; up to 2 when palettized",
+        checks.conv_stride,
+        op_types=("conv", "conv_transpose"),
+        says="the Neural Engine maps it with overhead",
+    ),
+    PlacementRule(
+        "ane-pool-stride",
+        "an avg_pool, max_pool or l2_pool stride other than 1, 2 or 4",
+        COST,
+        (
+            Source(
+                NE_RULES,
+                APPLE,
+                '"Use stride 2 or 4 for pooling layers. Other stride values (3, 5, etc.) introduce overhead"',
+            ),
+        ),
+        "pool with stride 2 or 4",
+        checks.pool_stride,
+        op_types=("avg_pool", "max_pool", "l2_pool"),
+        says="the Neural Engine pools it with overhead",
     ),
 )

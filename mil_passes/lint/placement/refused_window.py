@@ -11,7 +11,8 @@ return code 22) exactly when all four hold —
 
 Starts 0/8/16/24/32 and widths 1, 2, 4, 9, 12, 31, 32, 33, 64 compile. Core ML then loads the model
 without an error and runs every op on the CPU. See ``docs/neural-engine.md``. The predicate is applied
-to the windows ``webnn::concat_slice_to_slice_concat`` matches, which is what removes them.
+to the windows ``webnn::concat_slice_to_slice_concat`` matches (the rule ``ane-refused-slice-of-concat``
+in :mod:`.program_rules`), which is what removes them.
 """
 
 from __future__ import annotations
@@ -44,11 +45,10 @@ def refused_join(op: Operation, window: Window) -> Operation | None:
 REFUSED_CAUSE = "a misaligned window of a concat's last axis, joined again: the ANE compiler refuses the whole model"
 
 
-def refusal_message(op: Operation, window: Window, join: Operation) -> str:
-    """The finding's words for a refused window."""
+def refusal_why(op: Operation, window: Window, join: Operation) -> str:
+    """What a refused window does, in the words that follow the op's name."""
     start, width = window.positions.start, len(window.positions)
     return (
-        f"{op.op_type} '{op.name}' cuts [{start}:{start + width}] (offset {start}, width {width}) from the "
-        f"last axis of concat '{op.x.op.name}', and {join.op_type} '{join.name}' joins it: the Neural Engine "
-        "compiler refuses this and Core ML runs the whole model on the CPU"
+        f"cuts [{start}:{start + width}] (offset {start}, width {width}) from the last axis of concat "
+        f"'{op.x.op.name}', and {join.op_type} '{join.name}' joins it"
     )

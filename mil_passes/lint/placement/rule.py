@@ -1,12 +1,15 @@
 """A Neural Engine placement rule: what it finds in MIL, on which chips, what follows, and its source.
 
-A rule's ``check`` looks at one op (or, for a program rule, at the program's inputs, outputs and
-states) and returns a :class:`Hit` (the op is affected on these chip families, and why), ``None``
-(not affected), or :data:`UNKNOWN` (the rule cannot judge it: a symbolic size it depends on).
+An op rule's ``check(op, seen)`` looks at one op (``seen``: its :class:`~.facts.OpView`) and returns a
+:class:`Hit` (the op is affected on these chip families, and why), ``None`` (not affected), or
+:data:`UNKNOWN` (the rule cannot judge it: a symbolic size it depends on); a program rule looks at a
+function and returns :class:`ProgramHit` s. A rule whose consequence is :data:`WHOLE_MODEL` is a
+model-level rejection: one hit takes every op of the function off the Neural Engine.
 Severity follows lint's policy (:mod:`mil_passes.lint.catalog`): **error** where Core ML rejects the
 model, runs the op elsewhere or computes something else and the evidence is Apple's or measured
 through Core ML; **warning** where the evidence is weaker (measured only on the private compiler
-path, conflicting, or conditional); **info** for costs.
+path or through Core AI, conflicting, or conditional); **info** for costs, including where Core ML's
+planner prefers the CPU by cost (counted off the Neural Engine, marked as cost).
 """
 
 from __future__ import annotations
@@ -21,27 +24,42 @@ from ..chips import ALL
 #: What follows when a rule holds.
 REJECTED = "rejected"  # Core ML rejects the model
 ELSEWHERE = "elsewhere"  # the op runs on the CPU or GPU
-WHOLE_MODEL = "whole-model"  # the Neural Engine compiler refuses the model: every op runs on the CPU
+WHOLE_MODEL = "whole-model"  # the Neural Engine compiler rejects the model: every op runs on the CPU/GPU
+CPU_BY_COST = "cpu-by-cost"  # Core ML's planner prefers the CPU for it though the ANE supports it
 WRONG = "wrong"  # the Neural Engine computes wrong numbers
 COST = "cost"  # it stays, at a cost
 CONSEQUENCES = {
     REJECTED: "Core ML rejects the model",
     ELSEWHERE: "Core ML runs it on the CPU/GPU",
-    WHOLE_MODEL: "the Neural Engine compiler refuses the model and Core ML runs every op on the CPU",
+    WHOLE_MODEL: "the Neural Engine compiler rejects the whole model and Core ML runs every op on the CPU/GPU",
+    CPU_BY_COST: "Core ML's planner prefers the CPU for it (a cost decision)",
     WRONG: "the Neural Engine computes it wrong",
     COST: "it costs more on the Neural Engine",
 }
 #: Consequences that take an op off the Neural Engine (the placement summary's ``off_ane``).
-OFF = frozenset({REJECTED, ELSEWHERE, WHOLE_MODEL})
+OFF = frozenset({REJECTED, ELSEWHERE, WHOLE_MODEL, CPU_BY_COST})
 
-#: How strong a source is.
+#: How strong a source is, strongest first: what a prediction's confidence names.
+MEASURED = "M"  # measured by a third party through Core ML: a compute plan (MLComputePlan, Xcode) or a run
 APPLE = "A"  # Apple's docs, an Apple repository, an Apple engineer
-MEASURED = "M"  # measured by a third party through Core ML (or Apple's Core AI)
+CORE_AI = "C"  # measured through Apple's Core AI, which compiles for the Neural Engine without Core ML
 DIRECT = "D"  # measured only on the private compiler path, which skips Core ML
+UNSOURCED = ""  # no source: an op no rule takes off and no published plan shows
+STRENGTH = (MEASURED, APPLE, CORE_AI, DIRECT, UNSOURCED)
 CONFIDENCES = {
+    MEASURED: "measured through Core ML",
     APPLE: "Apple-documented",
-    MEASURED: "measured by a third party",
+    CORE_AI: "measured through Core AI",
     DIRECT: "measured on the private compiler path only",
+    UNSOURCED: "no published source",
+}
+#: A prediction's confidence as the summary and ``--json`` name it.
+CONFIDENCE_KEYS = {
+    MEASURED: "coreml",
+    APPLE: "apple",
+    CORE_AI: "coreai",
+    DIRECT: "private-path",
+    UNSOURCED: "unsourced",
 }
 
 
@@ -61,6 +79,7 @@ class Hit:
 
     why: str
     families: frozenset[int] = ALL
+    shared: str = ""  # what every hit of the rule shares, for the grouped report (default: why and outcome)
 
 
 class _Unknown:
@@ -111,6 +130,7 @@ class PlacementRule:
     on_program: bool = False
     says: str = ""  # what follows, in the finding's words (default: the consequence's)
     chips: str = "every chip"  # the chips it holds on, for the docs (the check says it per op)
+    reported: bool = True  # False: it shows in the placement (its summary line) only, not as a finding
 
     @property
     def outcome(self) -> str:
@@ -118,21 +138,30 @@ class PlacementRule:
 
     @property
     def confidence(self) -> str:
-        """The strongest of the sources (A over M over D)."""
-        order = (APPLE, MEASURED, DIRECT)
-        return min((s.confidence for s in self.sources), key=order.index)
+        """The strongest of the sources (:data:`STRENGTH`: Core ML over Apple over Core AI over D)."""
+        return min((s.confidence for s in self.sources), key=STRENGTH.index)
 
     @property
     def severity(self) -> str:
         if self.severity_override is not None:
             return self.severity_override
-        if self.consequence == COST:
+        if self.consequence in (COST, CPU_BY_COST):
             return "info"
-        return "warning" if self.confidence == DIRECT else "error"
+        return "warning" if self.confidence in (DIRECT, CORE_AI) else "error"
 
     @property
     def moves_off(self) -> bool:
         return self.consequence in OFF
+
+    @property
+    def by_cost(self) -> bool:
+        """Off the Neural Engine by Core ML's cost decision, not for want of support."""
+        return self.consequence == CPU_BY_COST
+
+    @property
+    def whole_model(self) -> bool:
+        """A model-level rejection: one hit takes every op of the function off."""
+        return self.consequence == WHOLE_MODEL
 
     def table_row(self) -> str:
         """The rule as a row of docs/neural-engine.md's table."""
