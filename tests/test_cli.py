@@ -503,7 +503,7 @@ def test_list_gives_each_pass_in_pipeline_order_with_a_line_about_it(capsys):
 
 
 def test_demo_goes_through_optimize(tmp_path, capsys):
-    status, out, _ = run(capsys, "demo", "--out", tmp_path, "--layers", "3", "--channels", "8")
+    status, out, _ = run(capsys, "demo", "--output", tmp_path, "--layers", "3", "--channels", "8")
     assert status == 0
     source, fixed = tmp_path / "streaming_cache.mlpackage", tmp_path / "streaming_cache_fixed.mlpackage"
     assert f"optimize {source} -> {fixed}" in out

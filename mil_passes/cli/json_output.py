@@ -20,8 +20,9 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
         "off_by_rule": {"ane-topk-sort": 1, ...},    # ops each rule takes off
         "runs": [{"unit": "ane" | "cpu_gpu", "ops": 57, "first": "op name", "last": "op name",
                   "rules": ["ane-topk-sort"]}, ...]  # the segments in program order
-      }
-    }
+      },
+      "compute_units": "all"                         # --compute-units: without the Neural Engine
+    }                                                # (cpu_only, cpu_and_gpu) its rules' findings are left out
 
 ``mil-passes/optimize/1``::
 
