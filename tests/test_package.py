@@ -147,18 +147,7 @@ def test_cli_list_names_every_pass(capsys):
 
 def test_console_script_runs_the_demo_on_a_small_example(tmp_path):
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mil_passes.cli",
-            "demo",
-            "--output",
-            str(tmp_path),
-            "--layers",
-            "3",
-            "--channels",
-            "16",
-        ],
+        [sys.executable, "-m", "mil_passes.cli", "demo", "-o", str(tmp_path), "--layers", "3", "--channels", "16"],
         capture_output=True,
         text=True,
         check=True,
