@@ -70,19 +70,21 @@ def _steps(pass_count: int) -> int:
 def _optimize(args: argparse.Namespace) -> int:
     from .inputs import expand
     from .json_output import optimize_json
+    from ..runner import resolve_pass_names
     from .settings import settings_for_inputs
     from .text_output import explain, format_report
 
     raise_if_interrupted()  # a checkpoint after the imports (coremltools swallows some interrupts)
     inputs = expand(args.inputs)
     settings = settings_for_inputs(args, inputs)
+    passes = [resolve_pass_names(chosen.passes) for chosen in settings]  # an unknown pass fails before any input
     outputs = _optimize_outputs(args, inputs)
     fmt, documents, reports = settings[0].output_format, [], []
 
     def one(path: Path, number: int) -> int:
         chosen = settings[number]
         _verbose(args, f"{path}: {chosen.describe()}")
-        run = _optimize_one(args, path, outputs[number], chosen.passes)
+        run = _optimize_one(args, path, outputs[number], passes[number])
         if run is None:
             if fmt == "text" and not args.quiet:
                 _say(f"{path}: nothing to fix; left as it is")
@@ -141,15 +143,19 @@ def _optimize_outputs(args: argparse.Namespace, inputs: list[Path]) -> list[Path
     return outputs
 
 
-def _optimize_one(args: argparse.Namespace, source: Path, output: Path, passes):
+def _fixed_by(fix: str | None, names: list[str]) -> bool:
+    """Whether a finding's fix is done by running ``names``: a pass among them, or a repair
+    optimize makes whatever passes run (the protobuf's: "mil-passes optimize (...)")."""
+    return bool(fix) and (fix in names or not fix.startswith("webnn::"))
+
+
+def _optimize_one(args: argparse.Namespace, source: Path, output: Path, names: list[str]):
     """optimize_package on one input; None when --in-place finds nothing a pass would change
     (lint names a fix exactly where a pass would change the model), so the package stays untouched."""
     from ..package.io import read
     from ..package.optimize import optimize_package
-    from ..runner import resolve_pass_names
 
-    names = resolve_pass_names(passes)
-    if args.in_place and not any(f.fix for f in read(source).lint()):
+    if args.in_place and not any(_fixed_by(finding.fix, names) for finding in read(source).lint()):
         return None
     progress = Progress(_steps(len(names)), progress_enabled(args.quiet or args.output_format != "text"))
     try:
@@ -608,7 +614,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a usage mistake (said in one line)
+        return done.code if isinstance(done.code, int) else EXIT_ERROR
     _quiet_coremltools()
     if args.verbose:  # the passes log each match they refuse, and why
         handler = logging.StreamHandler(sys.stderr)
