@@ -146,7 +146,7 @@ def _optimize_outputs(args: argparse.Namespace, inputs: list[Path]) -> list[Path
 def _fixed_by(fix: str | None, names: list[str]) -> bool:
     """Whether a finding's fix is done by running ``names``: a pass among them, or a repair
     optimize makes whatever passes run (the protobuf's: "mil-passes optimize (...)")."""
-    return bool(fix) and (fix in names or not fix.startswith("webnn::"))
+    return fix is not None and fix != "" and (fix in names or not fix.startswith("webnn::"))
 
 
 def _optimize_one(args: argparse.Namespace, source: Path, output: Path, names: list[str]):
