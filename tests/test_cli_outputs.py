@@ -124,6 +124,8 @@ def test_several_inputs_end_with_one_summary_line_and_the_worst_status(models, c
     assert out.splitlines()[-1] == "lint: 2 models, 1 could not be read; 0 errors, 0 warnings, 0 infos"
     status, out, _ = run(capsys, "lint", models, "--json")
     assert status == 1 and [d["path"] for d in json.loads(out)] == [str(a), str(models / "sub" / "b.mlpackage")]
+    status, out, _ = run(capsys, "lint", a, models / "missing.mlpackage", "--json")
+    assert status == 2 and [d["path"] for d in json.loads(out)] == [str(a)]  # a list for several inputs
 
 
 def test_optimize_writes_several_inputs_into_a_folder(models, tmp_path, capsys):

@@ -84,7 +84,7 @@ def _optimize(args: argparse.Namespace) -> int:
     def one(path: Path, number: int) -> int:
         chosen = settings[number]
         _verbose(args, f"{path}: {chosen.describe()}")
-        run = _optimize_one(args, path, outputs[number], passes[number])
+        run = _optimize_one(args, path, outputs[number], passes[number], progress=fmt == "text" and not args.quiet)
         if run is None:
             if fmt == "text" and not args.quiet:
                 _say(f"{path}: nothing to fix; left as it is")
@@ -107,7 +107,7 @@ def _optimize(args: argparse.Namespace) -> int:
         return _findings_status(args, report.findings_after)
 
     worst, failed = _each_input(inputs, one)
-    _emit(fmt, documents, reports)
+    _emit(fmt, documents, reports, len(inputs) > 1)
     if fmt == "text" and not args.quiet and len(inputs) > 1:
         left = [f for _, findings in reports for f in findings]
         written = f"{len(reports)} written{_failed(failed)}"
@@ -149,19 +149,20 @@ def _fixed_by(fix: str | None, names: list[str]) -> bool:
     return fix is not None and fix != "" and (fix in names or not fix.startswith("webnn::"))
 
 
-def _optimize_one(args: argparse.Namespace, source: Path, output: Path, names: list[str]):
-    """optimize_package on one input; None when --in-place finds nothing a pass would change
-    (lint names a fix exactly where a pass would change the model), so the package stays untouched."""
+def _optimize_one(args: argparse.Namespace, source: Path, output: Path, names: list[str], *, progress: bool):
+    """optimize_package on one input (a progress bar if ``progress`` and stdout is a terminal); None
+    when --in-place finds nothing a pass would change (lint names a fix exactly where a pass would
+    change the model), so the package stays untouched."""
     from ..package.io import read
     from ..package.optimize import optimize_package
 
     if args.in_place and not any(_fixed_by(finding.fix, names) for finding in read(source).lint()):
         return None
-    progress = Progress(_steps(len(names)), progress_enabled(args.quiet or args.output_format != "text"))
+    bar = Progress(_steps(len(names)), progress_enabled(not progress))
     try:
-        return optimize_package(source, output, names, force=args.force or args.in_place, on_step=progress)
+        return optimize_package(source, output, names, force=args.force or args.in_place, on_step=bar)
     finally:
-        progress.close()
+        bar.close()
 
 
 def _print_findings(when: str, findings, quiet: bool = False) -> None:
@@ -213,11 +214,11 @@ def _each_input(inputs: list[Path], one: Callable[[Path, int], int]) -> tuple[in
     return worst, failed
 
 
-def _emit(fmt: str, documents: list[dict], reports: list) -> None:
-    """The machine formats, once every input has run: JSON (one document, or a list for several
+def _emit(fmt: str, documents: list[dict], reports: list, several: bool) -> None:
+    """The machine formats, once every input has run: JSON (one document, or a list for ``several``
     inputs), GitHub workflow commands, or one SARIF log."""
-    if fmt == "json" and documents:
-        print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
+    if fmt == "json" and (documents or several):
+        print(json.dumps(documents if several else documents[0], indent=2))
     elif fmt == "github":
         from .github import workflow_commands
 
@@ -265,7 +266,7 @@ def _lint(args: argparse.Namespace) -> int:
         return _findings_status(args, findings)
 
     worst, failed = _each_input(inputs, one)
-    _emit(fmt, documents, reports)
+    _emit(fmt, documents, reports, len(inputs) > 1)
     if fmt == "text" and not args.quiet and len(inputs) > 1:
         every = [f for _, findings in reports for f in findings]
         _say(f"lint: {_count(len(inputs), 'model')}{_failed(failed)}; {_counts(every)}")
