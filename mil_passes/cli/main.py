@@ -11,12 +11,13 @@ worst status of any.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
 import warnings
 from pathlib import Path
-from typing import Callable, NoReturn, TextIO
+from typing import Callable, Iterator, NoReturn, TextIO
 
 from .._version import __version__
 from ..package.atomic import committed, raise_if_interrupted, remove_own_staging
@@ -614,19 +615,32 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INTERRUPTED
 
 
+@contextlib.contextmanager
+def _refusals_logged(verbose: bool) -> Iterator[None]:
+    """With --verbose, the passes' debug log (each match they refuse, and why) on stderr."""
+    if not verbose:
+        yield
+        return
+    logger = logging.getLogger("mil_passes")
+    handler, level = logging.StreamHandler(sys.stderr), logger.level
+    handler.setFormatter(logging.Formatter("mil-passes: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, --version, or a usage mistake (said in one line)
         return done.code if isinstance(done.code, int) else EXIT_ERROR
     _quiet_coremltools()
-    if args.verbose:  # the passes log each match they refuse, and why
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("mil-passes: %(message)s"))
-        logging.getLogger("mil_passes").addHandler(handler)
-        logging.getLogger("mil_passes").setLevel(logging.DEBUG)
     run: Callable[[argparse.Namespace], int] = args.run
-    with optional_frameworks_refused():
+    with optional_frameworks_refused(), _refusals_logged(args.verbose):
         try:
             return run(args)
         except Exception as error:  # noqa: BLE001 - sorted below: users' mistakes get one line
