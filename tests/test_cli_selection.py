@@ -285,3 +285,13 @@ def test_load_refuses_a_file_without_the_table(tmp_path):
     plain.write_text("[tool.other]\nx = 1\n")
     with pytest.raises(ConfigError, match=r"plain.toml: --config: the file has no \[tool.mil-passes\] table"):
         load(plain)
+
+
+def test_flag_lists_take_repeats_and_comma_lists():
+    import argparse
+
+    from mil_passes.cli.settings import flag_list
+
+    args = argparse.Namespace(ignore=["ane-gather, ane-fp32", "duplicate-name,"], select=None)
+    assert flag_list(args, "ignore") == ["ane-gather", "ane-fp32", "duplicate-name"]
+    assert flag_list(args, "select") is None and flag_list(args, "passes") is None

@@ -13,14 +13,13 @@ from ..lint import RULES
 from ..lint.placement import RULES as PLACEMENT_RULES
 from ..lint.placement import WHOLE_MODEL_RULES
 from ..lint.placement.rule import CONFIDENCES, CONSEQUENCES, WHOLE_MODEL
-from .config import ConfigError
 from .selection import unknown_rule
 
 _PLACEMENT = {rule.id: rule for rule in PLACEMENT_RULES}
 
 
 def rule_facts(rule_id: str) -> dict[str, Any]:
-    """The rule ``rule_id`` as ``rule --json`` prints it; :class:`ConfigError` for an unknown id."""
+    """The rule ``rule_id`` as ``rule --json`` prints it; :class:`~.config.ConfigError` for an unknown id."""
     rule = RULES.get(rule_id)
     if rule is None:
         raise unknown_rule(rule_id)
@@ -74,6 +73,3 @@ def rule_text(facts: dict[str, Any]) -> list[str]:
         lines.append(f"    - {ref}{source['says']}")
     lines.append(f"  fix:         {'; '.join(f for f in fixes if f) or 'none: no rewrite keeps the numbers'}")
     return lines
-
-
-__all__ = ["ConfigError", "all_rule_facts", "rule_facts", "rule_text"]

@@ -15,7 +15,7 @@ import difflib
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-from ..lint import RULES, Finding
+from ..lint import RULES, Finding, by_severity
 from ..lint.placement import RULES as PLACEMENT_RULES
 from ..lint.placement import WHOLE_MODEL_RULES
 from .config import WITH_NEURAL_ENGINE, Config, ConfigError
@@ -93,8 +93,6 @@ class Selection:
 
     def apply(self, findings: Iterable[Finding]) -> list[Finding]:
         """The findings of enabled rules, each at its configured severity, errors first."""
-        from ..lint import by_severity
-
         kept = []
         for finding in findings:
             if self.enabled(finding.rule):

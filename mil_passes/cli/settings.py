@@ -30,15 +30,13 @@ class Settings:
         return f"{where}; compute units {self.selection.compute_units}{chip}"
 
 
-def _flag_list(values: list[str] | None) -> list[str] | None:
-    """Repeated flags, each possibly a comma list, as one list (None: not given)."""
+def flag_list(args: argparse.Namespace, name: str) -> list[str] | None:
+    """The repeated flag ``name`` of ``args``, each value possibly a comma list, as one list (None:
+    not given, or not an option of the command)."""
+    values = getattr(args, name, None)
     if values is None:
         return None
     return [item.strip() for value in values for item in value.split(",") if item.strip()]
-
-
-def flag_list(args: argparse.Namespace, name: str) -> list[str] | None:
-    return _flag_list(getattr(args, name, None))
 
 
 def settings_of(args: argparse.Namespace, config: Config) -> Settings:
@@ -82,6 +80,3 @@ def settings_for_inputs(args: argparse.Namespace, inputs: list[Path]) -> list[Se
             made[id(config)] = settings_of(args, config)
         result.append(made[id(config)])
     return result or [settings_of(args, NO_CONFIG)]
-
-
-__all__ = ["ConfigError", "Settings", "flag_list", "settings_for_inputs", "settings_of"]
