@@ -27,17 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from .choices import COMPUTE_UNITS, OUTPUT_FORMATS
 
 TABLE = "tool.mil-passes"
-#: coremltools' ``ComputeUnit`` names, in lower case: where the user deploys.
-COMPUTE_UNITS = ("cpu_and_ne", "all", "cpu_only", "cpu_and_gpu")
-#: The compute units that hold the Neural Engine: only there do its placement rules apply.
-WITH_NEURAL_ENGINE = frozenset({"cpu_and_ne", "all"})
-OUTPUT_FORMATS = ("text", "json", "github", "sarif")
 SEVERITY_VALUES = ("error", "warning", "info")
 _RULE_LISTS = ("select", "extend-select", "ignore")
 KEYS = (*_RULE_LISTS, "severity", "compute-units", "chip", "output-format", "passes", "pipeline")
@@ -91,6 +83,11 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
 
 def read_table(path: Path) -> dict[str, Any] | None:
     """The ``[tool.mil-passes]`` table of the TOML file ``path``, or None when it has none."""
+    if sys.version_info >= (3, 11):  # imported here: the command's start-up does not read TOML
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:

@@ -22,7 +22,7 @@ from typing import Callable, Iterator, NoReturn, TextIO
 from .._version import __version__
 from ..package.atomic import committed, raise_if_interrupted, remove_own_staging
 from .interrupts import interrupts_recorded, stop_raising
-from .config import COMPUTE_UNITS, OUTPUT_FORMATS
+from .choices import COMPUTE_UNITS, OUTPUT_FORMATS
 from .internal_error import internal_error_line
 from .optional_frameworks import optional_frameworks_refused
 from ..package.untrusted import one_line, printable, shown

@@ -18,7 +18,8 @@ from typing import Iterable
 from ..lint import RULES, Finding, by_severity
 from ..lint.placement import RULES as PLACEMENT_RULES
 from ..lint.placement import WHOLE_MODEL_RULES
-from .config import WITH_NEURAL_ENGINE, Config, ConfigError
+from .choices import WITH_NEURAL_ENGINE
+from .config import Config, ConfigError
 
 EVERY = "ALL"
 #: The rules about the Neural Engine: its placement rules and the refusals of its compiler.
