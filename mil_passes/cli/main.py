@@ -371,7 +371,7 @@ def _verify_each(args: argparse.Namespace) -> int:
     worst, failed = _each_input(inputs, one)
     if documents:
         print(json.dumps(documents, indent=2))
-    elif len(inputs) > 1:
+    elif len(inputs) > 1 and not args.quiet:
         changed = f"{len(culprits)} with a pass that changed the outputs"
         _say(f"verify: {_count(len(inputs), 'model')}{_failed(failed)}; {changed}")
     return worst
