@@ -128,6 +128,15 @@ def test_several_inputs_end_with_one_summary_line_and_the_worst_status(models, c
     assert status == 2 and [d["path"] for d in json.loads(out)] == [str(a)]  # a list for several inputs
 
 
+def test_quiet_with_several_inputs_names_the_model_of_each_line(models, tmp_path, capsys):
+    a, b = models / "a.mlpackage", models / "sub" / "b.mlpackage"
+    status, out, _ = run(capsys, "lint", models, "-q", "--select", "ane-refused")
+    assert status == 1 and [line.split(": error: ")[0] for line in out.splitlines()] == [str(a), str(b)]
+    status, out, _ = run(capsys, "optimize", models, "-o", tmp_path, "-q", "--select", FP32)
+    assert status == 1 and out.splitlines() == [line for line in out.splitlines() if line.startswith(f"{tmp_path}")]
+    assert len(out.splitlines()) == 1 and f"{tmp_path / 'b.mlpackage'}: error: [{FP32}]" in out
+
+
 def test_optimize_writes_several_inputs_into_a_folder(models, tmp_path, capsys):
     out_dir = tmp_path / "fixed"
     status, out, _ = run(capsys, "optimize", models, "-o", out_dir, "--ignore", "ane-fp32")

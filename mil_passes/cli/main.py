@@ -102,7 +102,8 @@ def _optimize(args: argparse.Namespace) -> int:
                 if args.explain:
                     _say("", *explain(report).split("\n"))
                 _say()
-            _print_findings("left", report.findings_after, args.quiet)
+            named = f"{run.output}: " if len(inputs) > 1 else ""  # -q: which model each line is of
+            _print_findings("left", report.findings_after, quiet=args.quiet, named=named)
             if not args.quiet:
                 _say(f"wrote {run.output} ({run.seconds:.2f} s)")
         return _findings_status(args, report.findings_after)
@@ -166,12 +167,13 @@ def _optimize_one(args: argparse.Namespace, source: Path, output: Path, names: l
         bar.close()
 
 
-def _print_findings(when: str, findings, quiet: bool = False) -> None:
+def _print_findings(when: str, findings, *, quiet: bool = False, named: str = "") -> None:
+    """The grouped findings under a heading; ``quiet``: the lines alone, each after ``named``."""
     from .grouped_findings import grouped
 
     if quiet:
         for line in grouped(findings):
-            _say(line)
+            _say(named + line)
         return
     if not findings:
         _say(f"findings {when}: none")
@@ -260,8 +262,9 @@ def _lint(args: argparse.Namespace) -> int:
         document["compute_units"] = chosen.selection.compute_units
         documents.append(document)
         if fmt == "text":
+            named = f"{path}: " if args.quiet and len(inputs) > 1 else ""  # -q: which model each line is of
             for line in findings_lines(findings, every=args.all):
-                _say(line)
+                _say(named + line)
             if not args.quiet:
                 _lint_summary(args, path, findings, found, placement, chosen)
         return _findings_status(args, findings)
