@@ -18,6 +18,8 @@ from mil_passes.lint import Finding
 from mil_passes.package import io as mlpackage
 from mil_passes.package.errors import PackageError
 
+# The OASIS SARIF TC's JSON schema of SARIF 2.1.0 (errata 01), as published in oasis-tcs/sarif-spec
+# (sarif-2.1/schema/sarif-schema-2.1.0.json), unchanged.
 SARIF_SCHEMA = Path(__file__).resolve().parent / "fixtures" / "sarif-schema-2.1.0.json"
 REFUSED, FP32 = "ane-refused-slice-of-concat", "ane-fp32-compute"
 # GitHub's workflow command: ::command key=value,key=value::message, values escaped as the Actions
