@@ -157,7 +157,7 @@ def run_cell(cell: Cell, args, log) -> dict[str, str]:
     row["torch"] = row.get("torch", "-")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory() as out:
-        demo = run(nice([str(venv / "bin" / "mil-passes"), "demo", "--quiet", "--out", out]), log, env=env)
+        demo = run(nice([str(venv / "bin" / "mil-passes"), "demo", "--quiet", "--output", out]), log, env=env)
     row["demo"] = "ok" if demo == 0 else f"exit {demo}"
     tests = SUITES[args.suite] if args.suite in SUITES else args.suite.split(",")
     started = time.monotonic()

@@ -174,6 +174,20 @@ def test_explain_says_why_each_refused_match_was_left(tmp_path, capsys):
     assert "info: [slice-of-concat] slice_by_index 'window': concat input 'x' has a run-time size" in out
 
 
+def test_verbose_says_the_configuration_and_logs_each_refused_match(tmp_path, capsys):
+    source = mlpackage.save(window_of_runtime_concat(), tmp_path / "runtime.mlpackage")
+    for _ in range(2):  # the log goes to stderr once per run, however many runs a process makes
+        status, out, err = run(capsys, "optimize", source, "-o", tmp_path / "out.mlpackage", "--force", "-v")
+        assert status == 0 and "webnn::concat_slice_to_slice_concat left 1 unchanged" not in out
+        assert err.splitlines()[0] == f"mil-passes: {source}: no configuration file; compute units all"
+        refused = [line for line in err.splitlines() if "left slice_by_index 'window'" in line]
+        assert refused == [
+            "mil-passes: webnn::concat_slice_to_slice_concat left slice_by_index 'window': "
+            "concat input 'x' has a run-time size on axis 2"
+        ]
+    assert run(capsys, "optimize", source, "-o", tmp_path / "out.mlpackage", "--force")[2] == ""
+
+
 def test_webnn_package_is_reported_then_fixed(tmp_path, capsys):
     """Duplicated bool temporaries and a cast to bool before select, as a WebNN converter writes."""
     f32, b, u8 = (hand.tensor_type(d, (2, 2)) for d in ("fp32", "bool", "uint8"))
@@ -506,7 +520,7 @@ def test_list_gives_each_pass_in_pipeline_order_with_a_line_about_it(capsys):
 
 
 def test_demo_goes_through_optimize(tmp_path, capsys):
-    status, out, _ = run(capsys, "demo", "--out", tmp_path, "--layers", "3", "--channels", "8")
+    status, out, _ = run(capsys, "demo", "--output", tmp_path, "--layers", "3", "--channels", "8")
     assert status == 0
     source, fixed = tmp_path / "streaming_cache.mlpackage", tmp_path / "streaming_cache_fixed.mlpackage"
     assert f"optimize {source} -> {fixed}" in out

@@ -1,5 +1,5 @@
 """Lint's text a person reads: repeats grouped into one line of at most 200 characters, infos one
-line per rule, --all and --json listing every finding; the placement line and --explain."""
+line per rule, --all and --json listing every finding; the placement line and --segments."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def streaming(tmp_path_factory):
 def test_the_command_groups_by_default_and_lists_with_all(streaming, capsys):
     assert main(["lint", str(streaming)]) == 1
     grouped_out = capsys.readouterr().out.splitlines()
-    assert main(["lint", str(streaming), "--all", "--explain"]) == 1
+    assert main(["lint", str(streaming), "--all", "--segments"]) == 1
     every = capsys.readouterr().out.splitlines()
     assert len(grouped_out) == 4  # the windows, the infos, placement, counts
     assert len(every) == 4 + 4 + 3  # 4 windows, 4 infos, placement, its segment, counts
@@ -100,7 +100,7 @@ def test_the_command_groups_by_default_and_lists_with_all(streaming, capsys):
 def test_the_json_lists_every_finding_and_the_placement(streaming, capsys):
     assert main(["lint", str(streaming), "--json", "--chip", "M4"]) == 1
     document = json.loads(capsys.readouterr().out)
-    assert list(document) == ["schema", "path", "findings", "counts", "placement"]
+    assert list(document) == ["schema", "path", "findings", "counts", "placement", "compute_units"]
     assert len(document["findings"]) == 8 and document["placement"]["chips"] == ["M4/A17 Pro"]
     assert set(document["placement"]) == {
         "chips",

@@ -78,7 +78,7 @@ def test_interrupts_at_many_points_of_a_real_optimize_run(packages):
 
 @pytest.mark.parametrize(
     "argv",
-    [["lint", "IN"], ["verify", "IN", "--feeds", "1"], ["demo", "--out", "demo", "--layers", "2", "--channels", "8"]],
+    [["lint", "IN"], ["verify", "IN", "--feeds", "1"], ["demo", "-o", "demo", "--layers", "2", "--channels", "8"]],
     ids=["lint", "verify", "demo"],
 )
 def test_lint_verify_and_demo_end_with_130(packages, argv):

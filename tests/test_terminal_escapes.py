@@ -22,7 +22,7 @@ def evil_package(tmp_path_factory):
     return mlpackage.save(prog, tmp_path_factory.mktemp("evil") / "evil.mlpackage")
 
 
-@pytest.mark.parametrize("options", [[], ["--all"], ["--explain"]])
+@pytest.mark.parametrize("options", [[], ["--all"], ["--segments"]])
 def test_lint_prints_names_escaped(evil_package, capsys, options):
     main(["lint", str(evil_package), *options])
     out = capsys.readouterr().out

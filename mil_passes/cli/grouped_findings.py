@@ -104,7 +104,7 @@ def placement_line(placement: Placement) -> str:
 
 
 def segment_lines(placement: Placement) -> list[str]:
-    """``--explain``: each segment, its unit, size, first and last op, and why it is off."""
+    """``--segments``: each segment, its unit, size, first and last op, and why it is off."""
     lines = []
     for number, segment in enumerate(placement.segments, start=1):
         unit = "Neural Engine" if segment.side == "ane" else "CPU/GPU"

@@ -26,8 +26,9 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
         "runs": [{"unit": "ane" | "cpu_gpu", "ops": 57, "first": "op name", "last": "op name",
                   "rules": ["ane-topk-sort"], "cost": false,
                   "confidence": "coreml"}, ...]      # the segments, by their first op
-      }
-    }
+      },
+      "compute_units": "all"                         # --compute-units: without the Neural Engine
+    }                                                # (cpu_only, cpu_and_gpu) its rules' findings are left out
 
 ``mil-passes/optimize/1``::
 

@@ -1,24 +1,28 @@
-"""The ``mil-passes`` command: lint and fix Core ML models (ML Programs) as they are on disk.
+"""The mil-passes command: lint and fix Core ML models (ML Programs) as they are on disk.
 
-Exit status: 0 done (``lint``: no error finding; ``optimize``/``demo``: written, no error left;
-``verify``: no pass changed the outputs); 1 ``lint`` found an error (``optimize``: written, but an
-error finding is left; ``verify``: a pass changed the outputs, raised or broke the program); 2
-nothing done: a bad path, model or option, said in one line on stderr; 3 an internal error of
-mil-passes (one line on stderr naming the file the traceback went to); 130 interrupted.
+Exit status: 0 done (lint: no error finding; optimize/demo: written, no error left; verify: no
+pass changed the outputs); 1 lint found an error (optimize: written, but an error finding is left;
+verify: a pass changed the outputs, raised or broke the program); 2 nothing done: a bad path,
+model, option or configuration, said in one line on stderr; 3 an internal error of mil-passes (one
+line on stderr naming the file the traceback went to); 130 interrupted. With several inputs, the
+worst status of any.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
 import warnings
-from typing import Callable, TextIO
+from pathlib import Path
+from typing import Callable, Iterator, NoReturn, TextIO
 
 from .._version import __version__
 from ..package.atomic import committed, raise_if_interrupted, remove_own_staging
 from .interrupts import interrupts_recorded, stop_raising
+from .choices import COMPUTE_UNITS, OUTPUT_FORMATS
 from .internal_error import internal_error_line
 from .optional_frameworks import optional_frameworks_refused
 from ..package.untrusted import one_line, printable, shown
@@ -65,37 +69,112 @@ def _steps(pass_count: int) -> int:
 
 
 def _optimize(args: argparse.Namespace) -> int:
+    from .inputs import expand
     from .json_output import optimize_json
     from ..runner import resolve_pass_names
+    from .settings import settings_for_inputs
     from .text_output import explain, format_report
-    from ..package.optimize import optimize_package
 
     raise_if_interrupted()  # a checkpoint after the imports (coremltools swallows some interrupts)
-    names = resolve_pass_names(args.passes)
-    progress = Progress(_steps(len(names)), progress_enabled(args.quiet or args.json))
+    inputs = expand(args.inputs)
+    settings = settings_for_inputs(args, inputs)
+    passes = [resolve_pass_names(chosen.passes) for chosen in settings]  # an unknown pass fails before any input
+    outputs = _optimize_outputs(args, inputs)
+    fmt, documents, reports = settings[0].output_format, [], []
+
+    def one(path: Path, number: int) -> int:
+        chosen = settings[number]
+        _verbose(args, f"{path}: {chosen.describe()}")
+        run = _optimize_one(args, path, outputs[number], passes[number], progress=fmt == "text" and not args.quiet)
+        if run is None:
+            if fmt == "text" and not args.quiet:
+                _say(f"{path}: nothing to fix; left as it is")
+            return EXIT_OK
+        report = run.report
+        report.findings_before = chosen.selection.apply(report.findings_before)
+        report.findings_after = chosen.selection.apply(report.findings_after)
+        reports.append((run.output, report.findings_after))
+        documents.append(optimize_json(run))
+        if fmt == "text":
+            if not args.quiet:
+                _say(f"optimize {run.source} -> {run.output}", "")
+                _say(*format_report(report).split("\n"))  # op types, rules and passes: no names
+                if args.explain:
+                    _say("", *explain(report).split("\n"))
+                _say()
+            named = f"{run.output}: " if len(inputs) > 1 else ""  # -q: which model each line is of
+            _print_findings("left", report.findings_after, quiet=args.quiet, named=named)
+            if not args.quiet:
+                _say(f"wrote {run.output} ({run.seconds:.2f} s)")
+        return _findings_status(args, report.findings_after)
+
+    worst, failed = _each_input(inputs, one)
+    _emit(fmt, documents, reports, len(inputs) > 1)
+    if fmt == "text" and not args.quiet and len(inputs) > 1:
+        left = [f for _, findings in reports for f in findings]
+        written = f"{len(reports)} written{_failed(failed)}"
+        _say(f"optimize: {_count(len(inputs), 'model')}, {written}; left: {_counts(left)}")
+    return worst
+
+
+def _optimize_outputs(args: argparse.Namespace, inputs: list[Path]) -> list[Path]:
+    """Where each input is written: itself (--in-place), OUT, or DIR/NAME.mlpackage (several inputs,
+    or -o an existing folder that is not a package)."""
+    from ..package.files import PackageError
+
+    if args.in_place:
+        if args.output is not None:
+            raise PackageError("--in-place and -o/--output: give one of them")
+        for path in inputs:
+            if path.suffix.lower() != ".mlpackage":
+                raise PackageError(f"{path}: --in-place rewrites .mlpackage folders only; name an -o OUT.mlpackage")
+        return list(inputs)
+    if args.output is None:
+        raise PackageError("-o/--output OUT (or DIR for several inputs) or --in-place is required")
+    output = Path(args.output)
+    several = len(inputs) > 1
+    if not several and not (output.is_dir() and output.suffix.lower() != ".mlpackage"):
+        return [output]
+    if output.suffix.lower() == ".mlpackage" or (output.exists() and not output.is_dir()):
+        raise PackageError(f"{output}: several inputs are written to a folder; -o names a folder, not a package")
+    outputs = [output / f"{path.stem}.mlpackage" for path in inputs]
+    repeated = next((o for number, o in enumerate(outputs) if o in outputs[:number]), None)
+    if repeated is not None:
+        raise PackageError(f"{repeated}: two inputs would be written there; optimize them apart")
+    output.mkdir(parents=True, exist_ok=True)
+    return outputs
+
+
+def _fixed_by(fix: str | None, names: list[str]) -> bool:
+    """Whether a finding's fix is done by running ``names``: a pass among them, or a repair
+    optimize makes whatever passes run (the protobuf's: "mil-passes optimize (...)")."""
+    return fix is not None and fix != "" and (fix in names or not fix.startswith("webnn::"))
+
+
+def _optimize_one(args: argparse.Namespace, source: Path, output: Path, names: list[str], *, progress: bool):
+    """optimize_package on one input (a progress bar if ``progress`` and stdout is a terminal); None
+    when --in-place finds nothing a pass would change (lint names a fix exactly where a pass would
+    change the model), so the package stays untouched."""
+    from ..package.io import read
+    from ..package.optimize import optimize_package
+
+    if args.in_place and not any(_fixed_by(finding.fix, names) for finding in read(source).lint()):
+        return None
+    bar = Progress(_steps(len(names)), progress_enabled(not progress))
     try:
-        run = optimize_package(args.input, args.output, names, force=args.force, on_step=progress)
+        return optimize_package(source, output, names, force=args.force or args.in_place, on_step=bar)
     finally:
-        progress.close()
-    errors_left = any(f.severity == "error" for f in run.report.findings_after)
-    if args.json:
-        print(json.dumps(optimize_json(run), indent=2))
-        return EXIT_FINDINGS if errors_left else EXIT_OK
-    _say(f"optimize {run.source} -> {run.output}")
-    _say()
-    _say(*format_report(run.report).split("\n"))  # op types, rules and passes: no names
-    if args.explain:
-        _say()
-        _say(*explain(run.report).split("\n"))
-    _say()
-    _print_findings("left", run.report.findings_after)
-    _say(f"wrote {run.output} ({run.seconds:.2f} s)")
-    return EXIT_FINDINGS if errors_left else EXIT_OK
+        bar.close()
 
 
-def _print_findings(when: str, findings) -> None:
+def _print_findings(when: str, findings, *, quiet: bool = False, named: str = "") -> None:
+    """The grouped findings under a heading; ``quiet``: the lines alone, each after ``named``."""
     from .grouped_findings import grouped
 
+    if quiet:
+        for line in grouped(findings):
+            _say(named + line)
+        return
     if not findings:
         _say(f"findings {when}: none")
         return
@@ -104,28 +183,116 @@ def _print_findings(when: str, findings) -> None:
         _say(f"  {line}")
 
 
+def _findings_status(args: argparse.Namespace, findings) -> int:
+    """1 for an error finding, unless --exit-zero."""
+    errors = any(f.severity == "error" for f in findings)
+    return EXIT_FINDINGS if errors and not args.exit_zero else EXIT_OK
+
+
+def _counts(findings) -> str:
+    from ..lint import SEVERITIES
+
+    return ", ".join(_count(sum(f.severity == s for f in findings), s) for s in SEVERITIES)
+
+
+def _failed(failed: int) -> str:
+    return f", {failed} could not be read" if failed else ""
+
+
+def _each_input(inputs: list[Path], one: Callable[[Path, int], int]) -> tuple[int, int]:
+    """``one(path, number)`` for each input; a user's mistake about one input is its line on stderr
+    and status 2, and the others still run. The worst status, and how many inputs failed."""
+    worst, failed = EXIT_OK, 0
+    for number, path in enumerate(inputs):
+        try:
+            status = one(path, number)
+        except Exception as error:  # noqa: BLE001 - a bug still reaches _main's handler
+            raise_if_interrupted()
+            message = _user_error(error)
+            if message is None or len(inputs) == 1:
+                raise
+            print(one_line(f"mil-passes: error: {message}"), file=sys.stderr)
+            status, failed = EXIT_ERROR, failed + 1
+        worst = max(worst, status)
+    return worst, failed
+
+
+def _emit(fmt: str, documents: list[dict], reports: list, several: bool) -> None:
+    """The machine formats, once every input has run: JSON (one document, or a list for ``several``
+    inputs), GitHub workflow commands, or one SARIF log."""
+    if fmt == "json" and (documents or several):
+        print(json.dumps(documents if several else documents[0], indent=2))
+    elif fmt == "github":
+        from .github import workflow_commands
+
+        for line in workflow_commands(reports):
+            _say(line)
+    elif fmt == "sarif":
+        from .sarif import sarif_log
+
+        print(json.dumps(sarif_log(reports), indent=2))
+
+
+def _verbose(args: argparse.Namespace, line: str) -> None:
+    if args.verbose:
+        print(one_line(f"mil-passes: {line}", 1000), file=sys.stderr)
+
+
 def _lint(args: argparse.Namespace) -> int:
     from .json_output import lint_json
-    from ..lint import SEVERITIES
     from ..lint.dry_run import checked_families
     from ..package.io import read
-    from .grouped_findings import findings_lines, placement_line, segment_lines
+    from .grouped_findings import findings_lines
+    from .inputs import expand
+    from .settings import settings_for_inputs
 
     raise_if_interrupted()
     checked_families(args.chip)  # an unknown chip fails before the model is read
-    findings, placement = read(args.input).lint_report(args.chip)
-    if args.json:
-        print(json.dumps(lint_json(args.input, findings, placement), indent=2))
-    else:
-        for line in findings_lines(findings, every=args.all):
-            _say(line)
+    inputs = expand(args.inputs)
+    settings = settings_for_inputs(args, inputs)
+    fmt, documents, reports = settings[0].output_format, [], []
+
+    def one(path: Path, number: int) -> int:
+        chosen = settings[number]
+        _verbose(args, f"{path}: {chosen.describe()}")
+        found, placement = read(path).lint_report(chosen.chip)
+        findings = chosen.selection.apply(found)
+        reports.append((path, findings))
+        document = lint_json(path, findings, placement)
+        document["compute_units"] = chosen.selection.compute_units
+        documents.append(document)
+        if fmt == "text":
+            named = f"{path}: " if args.quiet and len(inputs) > 1 else ""  # -q: which model each line is of
+            for line in findings_lines(findings, every=args.all):
+                _say(named + line)
+            if not args.quiet:
+                _lint_summary(args, path, findings, found, placement, chosen)
+        return _findings_status(args, findings)
+
+    worst, failed = _each_input(inputs, one)
+    _emit(fmt, documents, reports, len(inputs) > 1)
+    if fmt == "text" and not args.quiet and len(inputs) > 1:
+        every = [f for _, findings in reports for f in findings]
+        _say(f"lint: {_count(len(inputs), 'model')}{_failed(failed)}; {_counts(every)}")
+    return worst
+
+
+def _lint_summary(args: argparse.Namespace, path: Path, findings, found, placement, chosen) -> None:
+    """The placement line (or why there is none), the segments (--segments) and the counts."""
+    from .grouped_findings import findings_lines, placement_line, segment_lines
+
+    if chosen.selection.neural_engine:
         _say(placement_line(placement))
-        if args.explain:
+        if args.segments:
             _say(*segment_lines(placement))
-        counts = ", ".join(_count(sum(f.severity == s for f in findings), s) for s in SEVERITIES)
-        hidden = "" if args.all or len(findings_lines(findings)) == len(findings) else "; --all lists each"
-        _say(f"{args.input}: {counts}{hidden}" if findings else f"{args.input}: no findings")
-    return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
+    else:
+        hidden = chosen.selection.hidden_by_compute_units(found)
+        _say(
+            f"placement: not predicted: compute units {chosen.selection.compute_units} leave out the Neural Engine"
+            f" ({_count(hidden, 'finding')} of its rules not reported)"
+        )
+    hint = "" if args.all or len(findings_lines(findings)) == len(findings) else "; --all lists each"
+    _say(f"{path}: {_counts(findings)}{hint}" if findings else f"{path}: no findings")
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -176,6 +343,61 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if verification.culprit is not None else EXIT_OK
 
 
+def _verify_each(args: argparse.Namespace) -> int:
+    """verify on each input (its configuration's pipeline unless --pipeline names one); JSON: one
+    document, or a list for several inputs; the worst status."""
+    import contextlib
+    import io
+
+    from .inputs import expand
+    from .settings import settings_for_inputs
+
+    inputs = expand(args.inputs)
+    settings = settings_for_inputs(args, inputs)
+    documents: list = []
+    culprits: list[Path] = []
+
+    def one(path: Path, number: int) -> int:
+        _verbose(args, f"{path}: {settings[number].describe()}")
+        pipeline = settings[number].pipeline or "default"
+        single = argparse.Namespace(**{**vars(args), "input": str(path), "pipeline": pipeline})
+        if args.json and len(inputs) > 1:
+            with contextlib.redirect_stdout(io.StringIO()) as printed:
+                status = _verify(single)
+            documents.append(json.loads(printed.getvalue()))
+        else:
+            status = _verify(single)
+        if status == EXIT_FINDINGS:
+            culprits.append(path)
+        return status
+
+    worst, failed = _each_input(inputs, one)
+    if documents:
+        print(json.dumps(documents, indent=2))
+    elif len(inputs) > 1 and not args.quiet:
+        changed = f"{len(culprits)} with a pass that changed the outputs"
+        _say(f"verify: {_count(len(inputs), 'model')}{_failed(failed)}; {changed}")
+    return worst
+
+
+def _rule(args: argparse.Namespace) -> int:
+    from .rule_doc import all_rule_facts, rule_facts, rule_text
+
+    if args.all == (args.rule is not None):
+        raise _UsageError("rule: name one rule ID, or --all")
+    facts = all_rule_facts() if args.all else [rule_facts(args.rule)]
+    if args.json:
+        print(json.dumps(facts if args.all else facts[0], indent=2))
+        return EXIT_OK
+    for number, rule in enumerate(facts):
+        print("\n" * bool(number) + "\n".join(printable(line) for line in rule_text(rule)))
+    return EXIT_OK
+
+
+class _UsageError(ValueError):
+    """Options that do not go together."""
+
+
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 'es' if noun.endswith('s') else 's'}"
 
@@ -186,7 +408,7 @@ def _demo(args: argparse.Namespace) -> int:
     raise_if_interrupted()
     progress = Progress(_steps(4), progress_enabled(args.quiet))
     try:
-        print(run_demo(args.out, layers=args.layers, channels=args.channels, on_step=progress))
+        print(run_demo(args.output, layers=args.layers, channels=args.channels, on_step=progress))
     finally:
         progress.close()
     return EXIT_OK
@@ -212,51 +434,84 @@ def _positive(text: str) -> int:
     return value
 
 
+EPILOG = """exit status:
+  0    done; no error finding (verify: no pass changed the outputs)
+  1    an error finding (optimize: written, an error left; verify: a pass changed the outputs)
+  2    nothing done: a bad path, model, option or configuration, in one line on stderr
+  3    an internal error of mil-passes: one line on stderr naming the file holding the traceback
+  130  interrupted
+with several inputs, the worst status of any."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with a usage mistake said in one line (exit 2), as every other mistake is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, one_line(f"mil-passes: error: {self.prog}: {message} (--help lists the options)") + "\n")
+
+
+def _command(commands, name: str, summary: str) -> argparse.ArgumentParser:
+    """A subcommand whose help line is ``summary`` and whose --help starts with it and ends with
+    the exit statuses."""
+    return commands.add_parser(
+        name, help=summary, description=summary, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mil-passes", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="mil-passes",
+        description=__doc__.splitlines()[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"mil-passes {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    optimize = commands.add_parser("optimize", help="run the passes on a model and write the fixed one")
-    optimize.add_argument("input", metavar="IN", help="an .mlpackage, or an .mlmodel holding an ML Program")
-    optimize.add_argument("-o", "--output", metavar="OUT", required=True, help="the .mlpackage to write")
+    optimize = _command(commands, "optimize", "run the passes on models and write the fixed ones")
+    optimize.add_argument("inputs", metavar="IN", nargs="+", help=_INPUTS_HELP)
+    optimize.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="the .mlpackage to write; with several inputs (or an existing folder), the folder to write each into",
+    )
+    optimize.add_argument(
+        "--in-place",
+        action="store_true",
+        help="rewrite each .mlpackage in place, atomically; one a pass would not change is left untouched",
+    )
     optimize.add_argument(
         "--pass",
         dest="passes",
         metavar="NAME",
         action="append",
-        help="run only this pass (repeatable; default: all, in pipeline order)",
+        help="run only these passes, NAME or NAME,NAME,... (repeatable; default: all, in pipeline order)",
     )
     optimize.add_argument("--explain", action="store_true", help="say why each refused match was left")
-    optimize.add_argument("--json", action="store_true", help="print the report as JSON (mil-passes/optimize/1)")
     optimize.add_argument("--force", action="store_true", help="replace OUT (or IN) if it exists")
-    optimize.add_argument("--quiet", action="store_true", help="no progress bar")
     optimize.set_defaults(run=_optimize)
 
-    lint = commands.add_parser("lint", help="what Core ML would refuse or hide in a model")
-    lint.add_argument("input", metavar="IN", help="an .mlpackage, or an .mlmodel holding an ML Program")
-    lint.add_argument("--json", action="store_true", help="print the findings as JSON (mil-passes/lint/1)")
+    lint = _command(commands, "lint", "what Core ML would refuse or hide in models")
+    lint.add_argument("inputs", metavar="IN", nargs="+", help=_INPUTS_HELP)
     lint.add_argument(
         "--chip",
         metavar="NAME",
-        help="check the Neural Engine rules for one chip (M1 … M5, A14 … A19; default: every chip from M1/A14)",
+        help="check the Neural Engine rules for one chip (M1 ... M5, A14 ... A19; default: every chip from M1/A14)",
     )
     lint.add_argument("--all", action="store_true", help="list every finding (default: repeats grouped into one line)")
-    lint.add_argument("--explain", action="store_true", help="list the segments of the predicted placement")
+    lint.add_argument("--segments", action="store_true", help="list the segments of the predicted placement")
     lint.set_defaults(run=_lint)
 
-    verify = commands.add_parser(
-        "verify", help="run a pass pipeline pass by pass; name the pass that changes the outputs"
-    )
+    verify = _command(commands, "verify", "run a pass pipeline pass by pass; name the pass that changes the outputs")
     verify.add_argument(
-        "input",
+        "inputs",
         metavar="IN",
-        help="an .mlpackage, or an .mlmodel holding an ML Program "
-        "(convert with pass_pipeline=ct.PassPipeline.EMPTY to keep the program before any pass)",
+        nargs="+",
+        help=_INPUTS_HELP + " (convert with pass_pipeline=ct.PassPipeline.EMPTY to keep the program before any pass)",
     )
     verify.add_argument(
         "--pipeline",
-        default="default",
         metavar="NAME",
         help="default, empty, cleanup, default_palettization, default_pruning, mil_passes "
         "(DEFAULT with this package's passes), or passes P1,P2,... (default: default)",
@@ -271,19 +526,70 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"predictions per feed of a stateful model, from zero states (default {DEFAULT_STEPS})",
     )
     verify.add_argument("--json", action="store_true", help="print the rows as JSON (mil-passes/verify/1)")
-    verify.add_argument("--quiet", action="store_true", help="no progress line")
-    verify.set_defaults(run=_verify)
+    verify.set_defaults(run=_verify_each)
 
-    listing = commands.add_parser("list", help="the passes, in pipeline order")
+    listing = _command(commands, "list", "the passes, in pipeline order")
     listing.set_defaults(run=_list)
 
-    demo = commands.add_parser("demo", help="fix the built-in streaming-cache example and show what changed")
-    demo.add_argument("--out", default="demo_out", help="folder for the packages (default: demo_out)")
-    demo.add_argument("--layers", type=_positive, default=24)
-    demo.add_argument("--channels", type=_positive, default=1024)
-    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    rule = _command(commands, "rule", "a lint rule: trigger, severity, chips, consequence, confidence, sources, fix")
+    rule.add_argument("rule", metavar="ID", nargs="?", help="the rule's id (mil-passes rule --all lists them)")
+    rule.add_argument("--all", action="store_true", help="every rule")
+    rule.add_argument("--json", action="store_true", help="print the rule (or, with --all, the list) as JSON")
+    rule.set_defaults(run=_rule)
+
+    demo = _command(commands, "demo", "fix the built-in streaming-cache example and show what changed")
+    demo.add_argument(
+        "-o", "--output", default="demo_out", metavar="DIR", help="folder for the packages (default: demo_out)"
+    )
+    demo.add_argument("--layers", type=_positive, default=24, metavar="N", help="layers of the example (default 24)")
+    demo.add_argument(
+        "--channels", type=_positive, default=1024, metavar="C", help="channels of each layer (default 1024)"
+    )
     demo.set_defaults(run=_demo)
+
+    for command in (lint, optimize):
+        _add_rule_options(command)
+    for command in (lint, optimize, verify):
+        command.add_argument(
+            "--config", metavar="FILE", help="read [tool.mil-passes] from FILE (default: the nearest pyproject.toml)"
+        )
+    for command in commands.choices.values():
+        command.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+        command.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     return parser
+
+
+QUIET_HELP = "print the findings (or the report) only: no progress, no summaries"
+VERBOSE_HELP = "say on stderr which configuration each input uses, and each match a pass refuses"
+_INPUTS_HELP = (
+    ".mlpackage folders, .mlmodel files holding an ML Program, or folders to search for them; "
+    "a path inside a package stands for the package"
+)
+
+
+def _add_rule_options(command: argparse.ArgumentParser) -> None:
+    """The options that choose what lint and optimize report (ruff's names)."""
+    rules = "rule ids or prefixes, RULE or RULE,RULE,... (repeatable)"
+    command.add_argument("--select", metavar="RULES", action="append", help=f"report only these: {rules}")
+    command.add_argument("--extend-select", metavar="RULES", action="append", help=f"report these too: {rules}")
+    command.add_argument("--ignore", metavar="RULES", action="append", help=f"do not report these: {rules}")
+    command.add_argument("--exit-zero", action="store_true", help="exit 0 even when an error finding is reported")
+    command.add_argument(
+        "--compute-units",
+        type=str.lower,
+        choices=COMPUTE_UNITS,
+        help="where the model is deployed (coremltools' ComputeUnit names); the Neural Engine rules apply only "
+        "with cpu_and_ne and all (default: all)",
+    )
+    command.add_argument(
+        "--output-format",
+        choices=OUTPUT_FORMATS,
+        help="text, json (mil-passes/lint/1, mil-passes/optimize/1), github (workflow commands) or sarif (2.1.0); "
+        "default text",
+    )
+    command.add_argument(
+        "--json", dest="output_format", action="store_const", const="json", help="the same as --output-format json"
+    )
 
 
 def _quiet_coremltools() -> None:
@@ -312,11 +618,32 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INTERRUPTED
 
 
+@contextlib.contextmanager
+def _refusals_logged(verbose: bool) -> Iterator[None]:
+    """With --verbose, the passes' debug log (each match they refuse, and why) on stderr."""
+    if not verbose:
+        yield
+        return
+    logger = logging.getLogger("mil_passes")
+    handler, level = logging.StreamHandler(sys.stderr), logger.level
+    handler.setFormatter(logging.Formatter("mil-passes: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a usage mistake (said in one line)
+        return done.code if isinstance(done.code, int) else EXIT_ERROR
     _quiet_coremltools()
     run: Callable[[argparse.Namespace], int] = args.run
-    with optional_frameworks_refused():
+    with optional_frameworks_refused(), _refusals_logged(args.verbose):
         try:
             return run(args)
         except Exception as error:  # noqa: BLE001 - sorted below: users' mistakes get one line
@@ -336,8 +663,10 @@ def _user_error(error: Exception) -> str | None:
     from ..package.files import PackageError
     from ..reference.memory import NotEnoughMemoryError, available_bytes, size_text
     from ..verify import VerifyError
+    from .config import ConfigError
 
-    if isinstance(error, (PackageError, UnknownPass, VerifyError, UnknownChip, NotEnoughMemoryError)):
+    user_errors = (PackageError, UnknownPass, VerifyError, UnknownChip, NotEnoughMemoryError, ConfigError, _UsageError)
+    if isinstance(error, user_errors):
         return str(error)
     if isinstance(error, MemoryError):  # past the check of what a model needs: say so, no traceback
         available = available_bytes()
