@@ -32,7 +32,7 @@ def test_rule_prints_trigger_severity_chips_consequence_confidence_sources_and_f
     assert lines[0] == "ane-gather (warning)"
     labels = [line.split(":")[0].strip() for line in lines[1:] if not line.startswith("    ")]
     assert labels == ["trigger", "severity", "chips", "consequence", "confidence", "sources", "fix"]
-    assert "    - roboflow/rf-detr#1495 (measured by a third party): " in out
+    assert "    - roboflow/rf-detr#1495 (measured through Core ML): " in out
     assert "fix:         mil-passes optimize runs webnn::gather_to_slice" in out
 
 
@@ -43,7 +43,7 @@ def test_rule_of_a_pass_says_its_evidence_and_fix(capsys):
     assert facts["fix"] == {"pass": "webnn::rename_duplicate_temporaries", "advice": None}
     assert facts["chips"] is None and facts["sources"][0]["says"] == RULES["duplicate-name"].evidence
     refused = rule_facts("ane-refused-slice-of-concat")
-    assert refused["consequence"].startswith("the Neural Engine compiler refuses the model")
+    assert refused["consequence"].startswith("the Neural Engine compiler rejects the whole model")
 
 
 def test_rule_all_lists_every_rule_with_json(capsys):

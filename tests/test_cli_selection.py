@@ -95,8 +95,8 @@ def test_quiet_prints_the_findings_only_and_verbose_says_which_configuration(fp3
     status, out, err = run(capsys, "lint", fp32_model, "--quiet")
     assert status == 1 and err == ""
     assert [line.split("]")[0] for line in out.splitlines()] == [
-        f"error: [{REFUSED}",
         f"error: [{FP32}",
+        f"error: [{REFUSED}",
         f"info: [{PADDING}",
     ]
     status, out, err = run(capsys, "lint", fp32_model, "-v")
