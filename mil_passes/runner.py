@@ -13,8 +13,9 @@ from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline, PassPipelineManager
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
+from .declaration import UnknownPass, resolve_pass  # noqa: F401  (UnknownPass: raised by run_passes)
 from .lint import Finding, lint
-from .placement import PASS_NAMES, PIPELINE_ORDER
+from .schedule import PIPELINE_ORDER
 from .rewriter import Refusal
 from .ir import op_counts
 
@@ -50,27 +51,13 @@ def _rewritten(instance) -> tuple[int | None, list[Refusal]]:
     return (len(renames) if renames is not None else None), []
 
 
-class UnknownPass(ValueError):
-    """A pass name that is not registered."""
-
-
 def resolve_pass_names(pass_names: Iterable[str] | None = None) -> list[str]:
-    """Registry names for ``pass_names`` (default: the package's passes as ``pipeline()`` runs them).
-
-    A name without a namespace is one of the package's (``concat_slice_to_slice_concat`` is
-    ``webnn::concat_slice_to_slice_concat``); coremltools' passes are named in full
-    (``common::const_elimination``). Raises :class:`UnknownPass` naming the first unknown one.
-    """
+    """Registry names for ``pass_names`` (default: the package's passes as ``pipeline()`` runs them),
+    each by :func:`~mil_passes.declaration.resolve_pass`: a bare name is one of the package's.
+    Raises :class:`UnknownPass` naming the first unknown one."""
     if pass_names is None:
         return list(PIPELINE_ORDER)
-    names = []
-    for name in pass_names:
-        full = name if "::" in name else f"webnn::{name}"
-        if full not in PASS_REGISTRY:
-            known = ", ".join(PASS_NAMES)
-            raise UnknownPass(f"unknown pass '{name}' (the package's passes: {known})")
-        names.append(full)
-    return names
+    return [resolve_pass(name) for name in pass_names]
 
 
 def run_pass(prog: Program, name: str | PassPipeline, options_of: PassPipeline | None = None) -> Any:

@@ -13,7 +13,7 @@ from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 
 import mil_passes
 from mil_passes.guards.int16_narrowing import int16_narrowing_is_exact, narrowing_selector
-from mil_passes.placement import INT16_NARROWING
+from mil_passes.schedule import INT16_NARROWING
 from mil_passes.reference import evaluate
 from mil_passes.testing import op_counts
 

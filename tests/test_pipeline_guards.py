@@ -12,7 +12,7 @@ import coremltools as ct
 from coremltools.converters.mil.mil import types
 
 import mil_passes
-from mil_passes.placement import BACKEND_RUNS, GUARDS, INT16_NARROWING
+from mil_passes.schedule import BACKEND_RUNS, GUARDS, INT16_NARROWING
 from mil_passes.reference import evaluate
 from mil_passes.testing import assert_equivalent
 from mil_passes.testing import run_pass

@@ -193,10 +193,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from .pass_list import PASSES
+    from .pass_list import lines
 
-    for name, summary in PASSES:
-        print(f"{name:42s} {summary}")
+    print(*lines(everything=args.all), sep="\n")
     return EXIT_OK
 
 
@@ -275,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=_verify)
 
     listing = commands.add_parser("list", help="the passes, in pipeline order")
+    listing.add_argument(
+        "--all", action="store_true", help="also the replacements of coremltools' passes and the guards, a line each"
+    )
     listing.set_defaults(run=_list)
 
     demo = commands.add_parser("demo", help="fix the built-in streaming-cache example and show what changed")

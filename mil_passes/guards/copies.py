@@ -9,7 +9,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var
 
 from ..rewriter import Rewriter
-from .guard import Guard, Rule, copy_inputs, is_shared, rebuild
+from .guard import Guard, GuardRule, copy_inputs, is_shared, rebuild
 
 #: Whether this coremltools' ``use_reflection_padding`` infers a missing ``end_mask`` (9.0 does).
 INFERS_END_MASK = int(coremltools.__version__.split(".")[0]) >= 9
@@ -122,12 +122,12 @@ def returned_stack_reshaped(op: Operation) -> list[Var] | None:
 
 
 USE_REFLECTION_PADDING = Guard(
-    "common::use_reflection_padding", (Rule(("concat",), shared_padding_slices, copy_padding_slices),)
+    "common::use_reflection_padding", (GuardRule(("concat",), shared_padding_slices, copy_padding_slices),)
 )
 CONCAT_TO_PIXEL_SHUFFLE = Guard(
-    "common::concat_to_pixel_shuffle", (Rule(("concat",), shared_pixel_shuffle_concats, copy_inputs),)
+    "common::concat_to_pixel_shuffle", (GuardRule(("concat",), shared_pixel_shuffle_concats, copy_inputs),)
 )
-FUSE_GELU_EXACT = Guard("common::fuse_gelu_exact", (Rule(("mul",), shared_gelu_half, copy_inputs),))
+FUSE_GELU_EXACT = Guard("common::fuse_gelu_exact", (GuardRule(("mul",), shared_gelu_half, copy_inputs),))
 REPLACE_STACK_RESHAPE = Guard(
-    "common::replace_stack_reshape", (Rule(("reshape",), returned_stack_reshaped, copy_inputs),)
+    "common::replace_stack_reshape", (GuardRule(("reshape",), returned_stack_reshaped, copy_inputs),)
 )

@@ -14,7 +14,7 @@ HEAD = """# Guards of coremltools' passes
 Generated from `mil_passes/guards/` by `python -m mil_passes.guards.doc > docs/guards.md`; edit the
 docstrings, not this page. Each section is one bug of a pass of coremltools 9.0's DEFAULT pipeline and what
 the guard does about it. `mil_passes.pipeline()` runs each guard right before every run of the pass it
-protects (`mil_passes/placement.py`); DEFAULT itself is left as coremltools ships it. How each bug was found,
+protects (`mil_passes/schedule.py`); DEFAULT itself is left as coremltools ships it. How each bug was found,
 its reproducer and the fuzzer's figures: [coremltools-passes.md](coremltools-passes.md).
 """
 

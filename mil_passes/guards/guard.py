@@ -18,9 +18,10 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
+from ..declaration import NAMESPACE
 from ..rewriter import PatternPass, Rewriter, RewritePattern
 
-NAMESPACE = "webnn"
+
 Remedy = Callable[[Operation, Any, Rewriter], None]
 
 
@@ -83,7 +84,7 @@ def is_shared(var: Var, reader: Operation) -> bool:
 
 
 @dataclass(frozen=True)
-class Rule:
+class GuardRule:
     """Ops of ``op_types`` that ``match`` picks out get ``remedy``."""
 
     op_types: tuple[str, ...]
@@ -96,7 +97,7 @@ class Guard:
     """A guard of ``protects`` (``common::<name>``): its rules, or a pass of its own."""
 
     protects: str
-    rules: tuple[Rule, ...] = ()
+    rules: tuple[GuardRule, ...] = ()
     pass_class: type[PatternPass] | None = None
     #: The guard takes the protected pass's options (``mil_passes.pipeline()`` hands them on).
     shares_options: bool = False
@@ -113,7 +114,7 @@ class Guard:
 
 
 class _RulePattern(RewritePattern[Any]):
-    def __init__(self, rule: Rule) -> None:
+    def __init__(self, rule: GuardRule) -> None:
         self._rule = rule
 
     def match(self, op: Operation) -> Any:

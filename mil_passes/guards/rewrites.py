@@ -10,7 +10,7 @@ from coremltools.converters.mil.mil.types.symbolic import any_symbolic
 from ..passes.canonicalize_uint8_select import CastToBoolAsNotEqual
 from ..rewriter import Rewriter
 from ..semantics import reshape_zeros
-from .guard import Guard, Rule, rebuild
+from .guard import Guard, GuardRule, rebuild
 
 
 def _width(dtype) -> int:
@@ -111,5 +111,7 @@ def not_equal_zero(op: Operation, x: Var, rewriter: Rewriter) -> None:
     _NOT_EQUAL.rewrite(op, x, rewriter)
 
 
-CAST_OPTIMIZATION = Guard("common::cast_optimization", (Rule(("cast",), lossy_cast_chain_to_bool, not_equal_zero),))
-ADD_FP16_CAST = Guard("common::add_fp16_cast", (Rule(("reshape",), zero_target, sizes_from_shape),))
+CAST_OPTIMIZATION = Guard(
+    "common::cast_optimization", (GuardRule(("cast",), lossy_cast_chain_to_bool, not_equal_zero),)
+)
+ADD_FP16_CAST = Guard("common::add_fp16_cast", (GuardRule(("reshape",), zero_target, sizes_from_shape),))

@@ -17,7 +17,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from ..passes.concat_slice_to_slice_concat import WindowOfConcat
 from ..passes.rename_duplicate_temporaries import RenameDuplicateTemporaries, plan_renames
-from ..placement import PASS_NAMES
+from ..schedule import PASS_NAMES
 from ..rewriter import Match, PatternPass
 from . import chips as chip_families
 from .catalog import RULES, severity_of

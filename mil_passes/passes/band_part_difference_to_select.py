@@ -39,7 +39,39 @@ from coremltools.converters.mil.mil import Operation, Var, types
 from coremltools.converters.mil.mil.types.symbolic import any_symbolic
 
 from ..rewriter import PatternPass, RewritePattern, Rewriter
+from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="band_part_difference_to_select",
+    summary="Rewrite every float `v - band_part(v)` (torch's triu/tril) as a select of 0 and `v`.",
+    slots=(
+        Slot(
+            60,
+            "common::remove_symbolic_reshape",
+            "long before common::add_fp16_cast turns torch.finfo(float32).min into -inf (-inf - -inf is NaN); "
+            "after const_elimination, which folds a static mask whole, and after fold_shape_ops, which may give "
+            "the mask's shape constants; before the next canonicalize_uint8_select, which turns "
+            "select(band, 0, ones) of a constant v into a cast",
+        ),
+    ),
+    rules=(
+        LintRule(
+            "fp16-band-part-difference",
+            "warning",
+            "an fp16 `sub(x=v, y=band_part(v))`: torch's `triu`/`tril` as coremltools converts them",
+            "an infinite `v` makes the band NaN (`-inf - -inf`): transformers' causal mask, "
+            "`torch.finfo(float32).min`, is -inf at fp16, and GPT-2 with a run-time sequence outputs NaN "
+            "(coremltools 9.0 `frontend/torch/ops.py`, `def triu`/`def tril`)",
+        ),
+        LintRule(
+            "band-part-difference",
+            "info",
+            "the same `sub(x=v, y=band_part(v))` on fp32",
+            "exact at fp32 for finite `v`; converted at fp16 (coremltools' default), the mask above is NaN",
+        ),
+    ),
+)
 
 
 def _band(op: Operation) -> Operation | None:
@@ -96,11 +128,9 @@ def _shape(op: Operation, v: Var, rewriter: Rewriter) -> Var | np.ndarray:
     return rewriter.emit(op, "shape", f"{v.name}_shape", x=v)
 
 
-@register("band_part_difference_to_select")
+@register(DECLARATION)
 class BandPartDifferenceToSelect(PatternPass):
     """Rewrite every float ``v - band_part(v)`` (torch's triu/tril) as a select of 0 and ``v``."""
-
-    name = "webnn::band_part_difference_to_select"
 
     def patterns(self) -> list[RewritePattern]:
         return [BandPartDifference(), Fp16BandPartDifference()]

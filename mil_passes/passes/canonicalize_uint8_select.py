@@ -45,7 +45,41 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, types
 
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="canonicalize_uint8_select",
+    summary="Make every `select.cond` and logical-op input come straight from a bool producer.",
+    slots=(
+        Slot(
+            20,
+            "common::select_optimization",
+            "after const_elimination folded the select operands, before select_optimization reads them",
+        ),
+        Slot(
+            100,
+            "common::remove_symbolic_reshape",
+            "again: removing a window can bring a condition next to what canonicalizes it, as in "
+            "logical_not(slice(concat(logical_not(x), c))) (found by the fuzzer: without this run the "
+            "pipeline is not idempotent)",
+        ),
+    ),
+    rules=(
+        LintRule(
+            "non-bool-condition",
+            "info",
+            "a `cast` to bool (WebNN's uint8 booleans, numeric truth values)",
+            "valid MIL; WebNN converters wrap every comparison and logical op in casts (rustnn's Core ML backend)",
+        ),
+        LintRule(
+            "bool-simplification",
+            "info",
+            "`select` of constant ones and zeros, `select` of a `logical_not`, `logical_not` of a `logical_not`",
+            "valid MIL that a cast or swapped operands compute with fewer ops",
+        ),
+    ),
+)
 
 #: Lint rules: a cast to bool (rules 1, 2); a select or logical_not that simplifies (3, 4).
 RULE = "non-bool-condition"
@@ -200,11 +234,9 @@ class DoubleLogicalNot(RewritePattern[Var]):
         rewriter.replace(op.outputs[0], match)
 
 
-@register("canonicalize_uint8_select")
+@register(DECLARATION)
 class CanonicalizeUint8Select(PatternPass):
     """Make every ``select.cond`` and logical-op input come straight from a bool producer."""
-
-    name = "webnn::canonicalize_uint8_select"
 
     def patterns(self) -> list[RewritePattern]:
         # Order matters per op type: a round trip is resolved before a cast becomes a

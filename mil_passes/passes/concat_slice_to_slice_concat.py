@@ -41,9 +41,39 @@ from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ..ir import is_used
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
 from ._window_readers import READERS, Reader
 from ._windows import pieces_of
+
+DECLARATION = PassDeclaration(
+    name="concat_slice_to_slice_concat",
+    summary="Rewrite every window of a concat's output as a concat of windows of its inputs.",
+    slots=(
+        Slot(
+            40,
+            "common::remove_symbolic_reshape",
+            "needs constant slice bounds: after const_elimination and fold_shape_ops",
+        ),
+    ),
+    rules=(
+        LintRule(
+            "ane-refused-slice-of-concat",
+            "error",
+            "a `slice_by_index` on a concat's last axis, offset not a multiple of 8, width a multiple of 8 "
+            "but not of 32, joined by `concat`/`stack`",
+            "reported on an M2 Pro (macOS 27.2, coremltools 9.0, iOS17): the Neural Engine compiler fails "
+            '("Graph traversal failure", code 22) and Core ML runs all 1,674 ops on the CPU, ~15x slower '
+            "(docs/evidence.md)",
+        ),
+        LintRule(
+            "slice-of-concat",
+            "info",
+            "any other window cut from a concat's output on its axis",
+            "same graph shape as above, not known to be refused; NVIDIA NeMo's `CausalConv1D.update_cache` writes it",
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -197,11 +227,9 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
         return var
 
 
-@register("concat_slice_to_slice_concat")
+@register(DECLARATION)
 class ConcatSliceToSliceConcat(PatternPass):
     """Rewrite every window of a concat's output as a concat of windows of its inputs."""
-
-    name = "webnn::concat_slice_to_slice_concat"
 
     def patterns(self) -> list[RewritePattern]:
         return [WindowOfConcat()]

@@ -62,8 +62,45 @@ from ..inference import INFERENCE_HOLES, repair_types, reshape_output_shape
 from ..ir import is_used
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
 from ..semantics import reshape_zeros
+from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
 from ._shape_values import RULES, Dim, ShapeValue, Values, dim_of, numpy_dtype, trackable
+
+DECLARATION = PassDeclaration(
+    name="fold_shape_ops",
+    summary="Fold `shape` ops and the arithmetic on their outputs into constants.",
+    slots=(
+        Slot(
+            30,
+            "common::remove_symbolic_reshape",
+            "shape chains fold after const_elimination and before remove_symbolic_reshape, which gives up "
+            "once two dims are symbolic",
+        ),
+        Slot(
+            50,
+            "common::remove_symbolic_reshape",
+            "again after concat_slice_to_slice_concat: a window on a concat of shape vectors becomes slices "
+            "of shape outputs, which fold (found by the fuzzer: without this run the pipeline is not idempotent)",
+        ),
+        Slot(
+            110,
+            "common::add_int16_cast",
+            "again right after common::add_fp16_cast, before const_elimination: it re-creates every reshape, "
+            "and coremltools types a 0 target literally (found converting GPT-2 at fp16); this run gives them "
+            "their true types again before anything reads the 0s as sizes",
+        ),
+    ),
+    rules=(
+        LintRule(
+            "runtime-shape",
+            "info",
+            "shape arithmetic a pass folds to constants, or a `shape` op that stays and why (in the user's "
+            "names of flexible inputs)",
+            "WebNN has no MIL lowering of `shape`; coremltools folds shape chains only in DEFAULT and with at most "
+            "one run-time dim",
+        ),
+    ),
+)
 
 
 def _show(elements) -> str:
@@ -398,11 +435,9 @@ def retype_zero_targets(prog) -> int:
     return len(repair_types(prog, _RESHAPE_HOLE, _declare_shape))
 
 
-@register("fold_shape_ops")
+@register(DECLARATION)
 class FoldShapeOps(PatternPass):
     """Fold ``shape`` ops and the arithmetic on their outputs into constants."""
-
-    name = "webnn::fold_shape_ops"
 
     def apply(self, prog) -> None:
         # Types first: a literal 0 read as a size would fold into wrong constants.

@@ -29,7 +29,21 @@ from coremltools.converters.mil.mil import Operation
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..declaration import PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="gather_to_slice",
+    summary="Rewrite every gather by constant indices as slices (a concat of slices for several runs).",
+    slots=(
+        Slot(
+            70,
+            "common::remove_symbolic_reshape",
+            "a gather's indices are constants after const_elimination; after fold_shape_ops, which folds the "
+            "gathers of shape vectors whole",
+        ),
+    ),
+)
 
 MAX_RUNS = 4
 
@@ -116,11 +130,9 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
         rewriter.replace(out, joined)
 
 
-@register("gather_to_slice")
+@register(DECLARATION)
 class GatherToSlice(PatternPass):
     """Rewrite every gather by constant indices as slices (a concat of slices for several runs)."""
-
-    name = "webnn::gather_to_slice"
 
     def patterns(self) -> list[RewritePattern]:
         return [GatherOfConstantIndices()]

@@ -30,7 +30,20 @@ from coremltools.converters.mil.mil import Operation
 from coremltools.converters.mil.mil.types.symbolic import any_symbolic
 
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..declaration import PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="matmul_rank5_to_rank4",
+    summary="Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes.",
+    slots=(
+        Slot(
+            90,
+            "common::remove_symbolic_reshape",
+            "needs static shapes: after fold_shape_ops; merge_consecutive_reshapes then merges its reshapes",
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -105,11 +118,9 @@ class Rank5Matmul(RewritePattern[Merge]):
         rewriter.replace(out, back)
 
 
-@register("matmul_rank5_to_rank4")
+@register(DECLARATION)
 class MatmulRank5ToRank4(PatternPass):
     """Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes."""
-
-    name = "webnn::matmul_rank5_to_rank4"
 
     def patterns(self) -> list[RewritePattern]:
         return [Rank5Matmul()]

@@ -24,7 +24,14 @@ from coremltools.converters.mil.mil import Operation
 
 from ..ir import is_used
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..declaration import PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="topk_to_argmax",
+    summary="Rewrite every descending k=1 topk read for its index alone as a reduce_argmax.",
+    slots=(Slot(80, "common::remove_symbolic_reshape", "a topk's k is a constant after const_elimination"),),
+)
 
 
 def _flag(op: Operation, name: str, default: bool) -> bool | None:
@@ -74,11 +81,9 @@ class IndexOfTopOne(RewritePattern[str]):
         rewriter.replace(indices, rewriter.emit(op, kind, indices.name, x=op.x, axis=axis, keep_dims=True))
 
 
-@register("topk_to_argmax")
+@register(DECLARATION)
 class TopkToArgmax(PatternPass):
     """Rewrite every descending k=1 topk read for its index alone as a reduce_argmax."""
-
-    name = "webnn::topk_to_argmax"
 
     def patterns(self) -> list[RewritePattern]:
         return [IndexOfTopOne()]
