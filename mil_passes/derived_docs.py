@@ -1,9 +1,12 @@
-"""The tables that docs/passes.md, docs/rules.md and the README derive from the passes' declarations
-and the lint catalogue. ``python -m mil_passes.derived_docs`` rewrites each between its markers
-(``<!-- NAME:begin -->`` … ``<!-- NAME:end -->``); tests/test_derived_docs.py checks they are current."""
+"""What the docs derive from the code: the tables of docs/passes.md, docs/rules.md and the README
+(from the passes' declarations and the lint catalogue), each between its markers
+(``<!-- NAME:begin -->`` … ``<!-- NAME:end -->``), and the whole of docs/guards.md (from the guards'
+docstrings). ``python -m mil_passes.derived_docs`` rewrites them; tests/test_derived_docs.py checks
+they are current."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -32,10 +35,10 @@ def schedule_table() -> str:
     def rules(name: str) -> str:
         return ", ".join(f"`{rule.id}`" for rule in RULES.values() if rule.fix == name) or "—"
 
-    rows = ["| run | pass | goes before | why there | lint rules |", "|---|---|---|---|---|"]
-    for number, (name, slot) in enumerate(pipeline_order(declared()), start=1):
+    rows = ["| rank | pass | goes before | why there | lint rules |", "|---|---|---|---|---|"]
+    for name, slot in pipeline_order(declared()):
         before = f"`{slot.before}`" if slot.before else "everything"
-        rows.append(f"| {number} | `{name}` | {before} | {_cell(slot.why)} | {rules(name)} |")
+        rows.append(f"| {slot.rank} | `{name}` | {before} | {_cell(slot.why)} | {rules(name)} |")
     rows += ["", "| replacement | runs in place of | why that is safe |", "|---|---|---|"]
     for d in declared():
         if d.replaces is not None:
@@ -49,6 +52,44 @@ def rules_table() -> str:
 
     return rule_table()
 
+
+GUARDS_HEAD = """# Guards of coremltools' passes
+
+Generated from `mil_passes/guards/` by `python -m mil_passes.derived_docs`; edit the docstrings, not
+this page. Each section is one bug of a pass of coremltools 9.0's DEFAULT pipeline and what the guard
+does about it. `mil_passes.pipeline()` runs each guard right before every run of the pass it protects
+(`mil_passes/schedule.py`); DEFAULT itself is left as coremltools ships it. How each bug was found, its
+reproducer and the fuzzer's figures: [coremltools-passes.md](coremltools-passes.md).
+"""
+
+
+def _markdown(text: str) -> str:
+    """Docstring text as Markdown: ``code`` as `code`, :func:`name` as `name`."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text.replace("``", "`"))
+
+
+def guards_page() -> str:
+    """docs/guards.md: per guard what it protects, the bug and the remedy, and which ops each rule
+    looks at; then add_int16_cast's op selector."""
+    from . import int16_narrowing
+    from .guards import GUARDS
+
+    sections = [GUARDS_HEAD]
+    for guard in GUARDS:
+        lines = [f"## `{guard.name}`", "", f"Protects `{guard.protects}`.", "", _markdown(guard.doc), ""]
+        for rule in guard.rules:
+            ops = ", ".join(f"`{op_type}`" for op_type in rule.op_types)
+            lines.append(f"- looks at {ops}: match `{rule.finds.__name__}`, remedy `{rule.remedy.__name__}`")
+        if guard.pass_class is not None:
+            lines.append(f"- a pass of its own: `{guard.pass_class.__module__}.{guard.pass_class.__name__}`")
+        sections.append("\n".join(lines) + "\n")
+    selector = _markdown(inspect.getdoc(int16_narrowing) or "")
+    sections.append(f"## `common::add_int16_cast`: an option, not a guard\n\n{selector}\n")
+    return "\n".join(sections)
+
+
+#: (file, generator) of every page derived whole.
+PAGES = (("docs/guards.md", guards_page),)
 
 #: (file, marker name, generator) for every derived section.
 SECTIONS = (
@@ -68,8 +109,14 @@ def render(name: str, body: str) -> str:
 
 
 def update(root: Path = ROOT) -> list[str]:
-    """Rewrite every derived section under ``root``; the files that changed."""
+    """Rewrite every derived page and section under ``root``; the files that changed."""
     changed = []
+    for file, generate_page in PAGES:
+        path = root / file
+        page = generate_page()
+        if path.read_text() != page:
+            path.write_text(page)
+            changed.append(file)
     for file, name, generate in SECTIONS:
         path = root / file
         text = path.read_text()

@@ -18,8 +18,9 @@ import logging
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Iterator, TypeVar
+from typing import Any, ClassVar, Generic, Iterator, Optional, TypeVar, Union
 
+import numpy as np
 from coremltools.converters.mil.mil import Block, Builder as mb, Function, Operation, Program, Var
 from coremltools.converters.mil.mil import block as block_module
 from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
@@ -31,13 +32,10 @@ logger = logging.getLogger("mil_passes")
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why a pattern did not rewrite ``op``. Falsy, so ``if not match`` reads naturally."""
+    """Why a pattern did not rewrite ``op`` (a value ``match`` returns; test it with ``isinstance``)."""
 
     op: Operation
     reason: str
-
-    def __bool__(self) -> bool:
-        return False
 
     def __str__(self) -> str:
         return f"{self.op.op_type} '{self.op.name}': {self.reason}"
@@ -46,14 +44,21 @@ class Refusal:
 M = TypeVar("M")
 
 
-class RewritePattern(ABC, Generic[M]):
-    """One rule: ``match`` is pure and returns a match of type ``M`` (truthy), a :class:`Refusal`
-    (a candidate left unchanged, with the reason: logged, shown by ``--explain`` and by lint) or
-    ``None`` (not a candidate at all: nothing to report); ``rewrite`` builds the replacement
-    through the :class:`Rewriter`; ``describe`` says what ``rewrite`` will do, in the user's
-    terms (lint's message). Every match the rewrite is given changes the program."""
+#: What ``rewrite`` returns: the new value of ``op.outputs[0]``, or one entry per output of ``op``
+#: (``None``: that output is kept). The driver makes every reader read it.
+Replacements = Union[Var, tuple[Optional[Var], ...]]
 
-    op_types: ClassVar[tuple[str, ...]] = ()
+
+class RewritePattern(ABC, Generic[M]):
+    """One rule, a value without state: ``match`` is pure and returns a match of type ``M``, a
+    :class:`Refusal` (a candidate left unchanged, with the reason: logged, shown by ``--explain`` and
+    by lint) or ``None`` (not a candidate at all: nothing to report); ``rewrite`` builds the new ops
+    through the :class:`Rewriter` (``add``, ``const``) and returns the new values of the op's
+    outputs; ``describe`` says what ``rewrite`` will do, in the user's terms (lint's message).
+    Every match the rewrite is given changes the program. docs/writing-a-pass.md walks through one."""
+
+    #: The op types the rewriter hands to ``match`` (a class constant, or a field of a pattern value).
+    op_types: tuple[str, ...] = ()
     #: The lint rule a match of this pattern is reported under.
     rule: ClassVar[str] = ""
     #: What every refusal of this pattern shares, for lint's grouped report ("": each its own reason).
@@ -64,8 +69,10 @@ class RewritePattern(ABC, Generic[M]):
         """Return what ``rewrite`` needs, a :class:`Refusal`, or ``None`` (not a candidate)."""
 
     @abstractmethod
-    def rewrite(self, op: Operation, match: M, rewriter: "Rewriter") -> None:
-        """Emit new ops and record replacements of ``op``'s outputs."""
+    def rewrite(self, op: Operation, match: M, rewriter: "Rewriter") -> Replacements | None:
+        """Build the new ops (``rewriter.add``, ``rewriter.const``) and return the new values of
+        ``op``'s outputs (:data:`Replacements`). (``None``: the old style, where the pattern called
+        ``rewriter.replace`` itself; kept until every pattern is ported.)"""
 
     def describe(self, op: Operation, match: M) -> str:
         """One line: what ``rewrite`` will do to ``op`` (without the pass's name)."""
@@ -104,9 +111,6 @@ class RewriteResult:
     rewritten: int = 0
     removed_ops: int = 0
     refusals: list[Refusal] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return self.rewritten > 0
 
 
 def _ops_before(block: Block, anchor: Operation, stop: Operation | None) -> list[Operation]:
@@ -154,11 +158,37 @@ class Rewriter:
         self._replacements: dict[Var, Var] = {}
         self._created: list[Operation] = []
         self._roots: list[Operation] = []
+        self._consts: dict[tuple, Var] = {}
+        #: The op being rewritten: :meth:`add` builds right before it (the driver sets it).
+        self.anchor: Operation | None = None
 
     # -- building -------------------------------------------------------------------------
     def unique_name(self, base: str) -> str:
         """``base`` if no var or op has it yet, else ``base_1``, ``base_2``, …"""
         return self._fresh.fresh(base)
+
+    def add(self, op_type: str, name: str | None = None, **inputs: Any) -> Any:
+        """Build ``op_type`` right before the op being rewritten and return its output var(s);
+        ``name`` is a hint (default: the rewritten op's name), made unique."""
+        if self.anchor is None:
+            raise RuntimeError("add() builds at the op being rewritten: call it from a pattern's rewrite")
+        return self.emit(self.anchor, op_type, name or self.anchor.name, **inputs)
+
+    def const(self, value: Any, name: str = "const") -> Var:
+        """A const of ``value`` first in the function of the op being rewritten: one per value
+        (dtype, shape and bytes) and function in a run, so patterns share their constants."""
+        if self.anchor is None:
+            raise RuntimeError("const() builds in the function of the op being rewritten: call it from a rewrite")
+        array = np.asarray(value)
+        block = self.anchor.enclosing_block
+        while block.outer_op is not None:
+            block = block.outer_op.enclosing_block
+        key = (block, type(value), array.dtype.str, array.shape, array.tobytes())
+        var = self._consts.get(key)
+        if var is None or var.op.enclosing_block is None:
+            var = self.emit(block.operations[0], "const", name, val=value)
+            self._consts[key] = var
+        return var
 
     def emit(self, anchor: Operation, op_type: str, name: str, **inputs: Any) -> Any:
         """Build ``op_type`` right before ``anchor`` and return its output var(s).
@@ -186,10 +216,14 @@ class Rewriter:
         if old.op is not None:
             self._roots.append(old.op)
 
-    def replace_op(self, op: Operation, new_outputs: list[Var] | tuple[Var, ...]) -> None:
-        """Replace every output of ``op`` by the matching var of ``new_outputs``."""
+    def replace_op(self, op: Operation, new_outputs: Replacements) -> None:
+        """Replace the outputs of ``op`` by ``new_outputs`` (:data:`Replacements`: one var for the
+        first output, or one entry per output, ``None`` for an output that stays)."""
+        if isinstance(new_outputs, Var):
+            new_outputs = (new_outputs,)
         for old, new in zip(op.outputs, new_outputs):
-            self.replace(old, new)
+            if new is not None:
+                self.replace(old, new)
 
     def _resolve(self, var: Var) -> Var:
         seen = 0
@@ -359,7 +393,11 @@ def apply_patterns(
             refusals.pop(op, None)
             found, refused = _first_match(op, dispatch.get(op.op_type, []))
             if found is not None:
-                found.pattern.rewrite(op, found.match, rewriter)
+                rewriter.anchor = op
+                replacements = found.pattern.rewrite(op, found.match, rewriter)
+                if replacements is not None:
+                    rewriter.replace_op(op, replacements)
+                rewriter.anchor = None
                 result.rewritten += 1
             elif refused:
                 refusals[op] = [m.match for m in refused]

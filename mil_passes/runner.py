@@ -1,13 +1,14 @@
 """Run passes on a Program: one registered pass (:func:`run_pass`, the one way the package, verify,
-the fuzzer and the tests run a pass), or the package's passes with a report of what changed
-(:func:`run_passes`; ``package.optimize`` does it for a saved model)."""
+the fuzzer and the tests run a pass), a whole pipeline (:func:`run_pipeline`), or the package's
+passes with a report of what changed (:func:`run_passes`; ``package.optimize`` does it for a saved
+model)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline, PassPipelineManager
@@ -16,7 +17,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from .declaration import UnknownPass, resolve_pass  # noqa: F401  (UnknownPass: raised by run_passes)
 from .lint import Finding, lint
 from .schedule import PIPELINE_ORDER
-from .rewriter import Refusal
+from .rewriter import Refusal, RewriteResult
 from .ir import op_counts
 
 CLEANUP = ("common::dead_code_elimination",)
@@ -43,14 +44,6 @@ class OptimizeReport:
     passes: list[PassRun]
 
 
-def _rewritten(instance) -> tuple[int | None, list[Refusal]]:
-    result = getattr(instance, "last_result", None)
-    if result is not None:
-        return result.rewritten, list(result.refusals)
-    renames = getattr(instance, "renames", None)
-    return (len(renames) if renames is not None else None), []
-
-
 def resolve_pass_names(pass_names: Iterable[str] | None = None) -> list[str]:
     """Registry names for ``pass_names`` (default: the package's passes as ``pipeline()`` runs them),
     each by :func:`~mil_passes.declaration.resolve_pass`: a bare name is one of the package's.
@@ -60,18 +53,22 @@ def resolve_pass_names(pass_names: Iterable[str] | None = None) -> list[str]:
     return [resolve_pass(name) for name in pass_names]
 
 
-def run_pass(prog: Program, name: str | PassPipeline, options_of: PassPipeline | None = None) -> Any:
-    """Run the registered pass ``name`` on ``prog`` in place, with the options the pipeline
-    ``options_of`` sets for it; a ``PassPipeline`` given as ``name`` runs whole. Returns the pass
-    instance (``None`` for a pipeline): its ``last_result`` or ``renames`` say what it did."""
-    if isinstance(name, PassPipeline):
-        PassPipelineManager.apply_pipeline(prog, name)
-        return None
+def run_pass(prog: Program, name: str, options_of: PassPipeline | None = None) -> RewriteResult | None:
+    """Run the registered pass ``name`` (a registry name) on ``prog`` in place, with the options the
+    pipeline ``options_of`` sets for it: the one way the package, verify, the fuzzer and the tests run
+    a pass. Returns what the package's passes report they did (``None`` for coremltools' own)."""
+    if not isinstance(name, str):
+        raise TypeError(f"run_pass runs one pass by its registry name, got {type(name).__name__} (run_pipeline?)")
     instance = PASS_REGISTRY[name]
     if options_of is not None:
         instance.set_options(options_of.get_options(name))
     instance(prog)
-    return instance
+    return getattr(instance, "last_result", None)
+
+
+def run_pipeline(prog: Program, pipeline: PassPipeline) -> None:
+    """Run every pass of ``pipeline`` on ``prog`` in place, as ``ct.convert`` runs it."""
+    PassPipelineManager.apply_pipeline(prog, pipeline)
 
 
 def run_passes(
@@ -94,9 +91,11 @@ def run_passes(
         if on_pass is not None:
             on_pass(name)
         start = time.perf_counter()
-        instance = run_pass(prog, name)
+        result = run_pass(prog, name)
         seconds = time.perf_counter() - start
-        rewritten, refusals = _rewritten(instance)
-        runs.append(PassRun(name, seconds, rewritten, refusals))
+        if result is None:
+            runs.append(PassRun(name, seconds, None))
+        else:
+            runs.append(PassRun(name, seconds, result.rewritten, list(result.refusals)))
     prog.validate()
     return OptimizeReport(ops_before, op_counts(prog), findings_before, lint(prog), runs)

@@ -8,7 +8,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from . import guards
 from .declaration import pass_names, pipeline_order
-from .guards.int16_narrowing import narrowing_selector
+from .int16_narrowing import narrowing_selector
 from .passes import DECLARATIONS
 
 #: (pass, insert it right before the first of this pass in the base pipeline), one per run, in the

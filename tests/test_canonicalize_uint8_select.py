@@ -26,7 +26,8 @@ from mil_passes.ir import iter_ops
 from mil_passes.rewriter import Refusal
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
 from mil_passes.testing.strategies import OPSETS, programs
-from pass_helpers import evaluates, only_op, run_registered
+from mil_passes.runner import run_pass as registered_run
+from pass_helpers import evaluates, only_op
 
 PASS = "webnn::canonicalize_uint8_select"
 IOS17 = ct.target.iOS17
@@ -97,7 +98,9 @@ def assert_canonical(prog: Program) -> None:
 
 def run_pass(prog: Program):
     """Apply the pass directly; return its RewriteResult."""
-    return run_registered(prog, PASS).last_result
+    result = registered_run(prog, PASS)
+    prog.validate()
+    return result
 
 
 def refusal(pattern, op) -> str:

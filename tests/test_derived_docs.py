@@ -16,12 +16,14 @@ def test_each_derived_section_is_current(file, name, generate):
 
 
 def test_update_rewrites_a_stale_section_and_refuses_a_file_without_markers(tmp_path):
-    for file, _, _ in derived_docs.SECTIONS:
+    for file in [file for file, _ in derived_docs.PAGES] + [file for file, _, _ in derived_docs.SECTIONS]:
         (tmp_path / file).parent.mkdir(exist_ok=True)
         shutil.copy(derived_docs.ROOT / file, tmp_path / file)
+    assert derived_docs.update(tmp_path) == []
+    (tmp_path / "docs" / "guards.md").write_text("stale")
     readme = tmp_path / "README.md"
     readme.write_text(readme.read_text().replace("`webnn::fold_shape_ops` |", "`webnn::stale` |"))
-    assert derived_docs.update(tmp_path) == ["README.md"]
+    assert derived_docs.update(tmp_path) == ["docs/guards.md", "README.md"]
     assert derived_docs.update(tmp_path) == []
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="README.md has no <!-- passes:begin -->"):

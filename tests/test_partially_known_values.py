@@ -16,7 +16,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from mil_passes.guards.partially_known_values import typed_value
 from mil_passes.testing import check_pass, op_counts
-from mil_passes.testing import run_pass
+from mil_passes.runner import run_pass
 
 PASS = "webnn::guard_const_elimination"
 FP32, BOOL = types.fp32, types.bool

@@ -1,6 +1,6 @@
 """Guards of coremltools' own passes: each keeps one pass of DEFAULT from miscompiling or raising on
 the programs it gets wrong, and leaves it every other program. docs/guards.md (generated from the
-guards' docstrings, :mod:`mil_passes.guards.doc`) states each bug; ``mil_passes.pipeline()`` runs
+guards' docstrings by :mod:`mil_passes.derived_docs`) states each bug; ``mil_passes.pipeline()`` runs
 each guard right before every run of the pass it protects (``mil_passes.schedule``).
 
 Importing this package registers every guard as ``webnn::guard_<the protected pass's name>``.

@@ -59,9 +59,9 @@ class ObjectValueToTypedConst(RewritePattern[list[tuple[Var, np.ndarray]]]):
             return Refusal(op, f"the value of '{candidates[0].name}' does not fit its declared dtype")
         return exact
 
-    def rewrite(self, op: Operation, match: list[tuple[Var, np.ndarray]], rewriter: Rewriter) -> None:
-        for out, value in match:
-            rewriter.replace(out, rewriter.emit(op, "const", f"{out.name}_value", val=value))
+    def rewrite(self, op: Operation, match: list[tuple[Var, np.ndarray]], rewriter: Rewriter) -> tuple[Var | None, ...]:
+        values = dict(match)
+        return tuple(rewriter.const(values[out], f"{out.name}_value") if out in values else None for out in op.outputs)
 
 
 class GuardConstElimination(PatternPass):

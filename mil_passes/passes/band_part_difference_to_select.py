@@ -102,14 +102,12 @@ class BandPartDifference(RewritePattern[Operation]):
             f"'{v}' makes the subtraction NaN (torch.finfo(float32).min is -inf at fp16)"
         )
 
-    def rewrite(self, op: Operation, match: Operation, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: Operation, rewriter: Rewriter) -> Var:
         v, out = op.x, op.outputs[0]
-        band = rewriter.emit(op, "fill", f"{out.name}_band", shape=_shape(op, v, rewriter), value=True)
-        inside = rewriter.emit(
-            op, "band_part", f"{out.name}_inside", x=band, lower=match.lower.val, upper=match.upper.val
-        )
+        band = rewriter.add("fill", f"{out.name}_band", shape=_shape(v, rewriter), value=True)
+        inside = rewriter.add("band_part", f"{out.name}_inside", x=band, lower=match.lower.val, upper=match.upper.val)
         zero = np.zeros((), dtype=types.nptype_from_builtin(v.dtype))
-        rewriter.replace(out, rewriter.emit(op, "select", f"{out.name}_select", cond=inside, a=zero, b=v))
+        return rewriter.add("select", f"{out.name}_select", cond=inside, a=zero, b=v)
 
 
 class Fp16BandPartDifference(BandPartDifference):
@@ -119,18 +117,18 @@ class Fp16BandPartDifference(BandPartDifference):
     dtype = types.fp16
 
 
-def _shape(op: Operation, v: Var, rewriter: Rewriter) -> Var | np.ndarray:
+def _shape(v: Var, rewriter: Rewriter) -> Var | np.ndarray:
     """``v``'s shape: a ``fill``'s shape input, a constant, or ``shape(v)``."""
     if v.op is not None and v.op.op_type == "fill":
         return v.op.shape
     if not any_symbolic(v.shape):
         return np.array(v.shape, dtype=np.int32)
-    return rewriter.emit(op, "shape", f"{v.name}_shape", x=v)
+    return rewriter.add("shape", f"{v.name}_shape", x=v)
 
 
 @register(DECLARATION)
 class BandPartDifferenceToSelect(PatternPass):
-    """Rewrite every float ``v - band_part(v)`` (torch's triu/tril) as a select of 0 and ``v``."""
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         return [BandPartDifference(), Fp16BandPartDifference()]

@@ -103,6 +103,12 @@ def bool_source(var: Var) -> Var | None:
     return var
 
 
+def negated(var: Var) -> Var | None:
+    """``c`` where ``var`` is ``logical_not(c)``, else None."""
+    producer = var.op
+    return producer.x if producer is not None and producer.op_type == "logical_not" else None
+
+
 def _shape_of(var: Var) -> tuple | None:
     """The shape of a tensor, None for a scalar."""
     return tuple(var.shape) if types.is_tensor(var.sym_type) else None
@@ -127,8 +133,8 @@ class CastRoundTripToBool(RewritePattern[Var]):
     def describe(self, op: Operation, match: Var) -> str:
         return f"cast '{op.name}' to bool round-trips bool '{match.name}': its uses read '{match.name}' directly"
 
-    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
-        rewriter.replace(op.outputs[0], match)
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
+        return match
 
 
 class CastToBoolAsNotEqual(RewritePattern[Var]):
@@ -146,13 +152,12 @@ class CastToBoolAsNotEqual(RewritePattern[Var]):
         dtype = types.builtin_to_string(match.dtype)
         return f"cast '{op.name}' of {dtype} '{match.name}' to bool becomes not_equal('{match.name}', 0)"
 
-    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
         x = match
         if x.dtype not in COMPARABLE_DTYPES:
-            x = rewriter.emit(op, "cast", f"{match.name}_int32", x=x, dtype="int32")
+            x = rewriter.add("cast", f"{match.name}_int32", x=x, dtype="int32")
         zero = np.zeros((), dtype=types.nptype_from_builtin(x.dtype))
-        truthy = rewriter.emit(op, "not_equal", f"{match.name}_truthy", x=x, y=zero)
-        rewriter.replace(op.outputs[0], truthy)
+        return rewriter.add("not_equal", f"{match.name}_truthy", x=x, y=zero)
 
 
 class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
@@ -183,60 +188,52 @@ class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
         cond = f"logical_not('{op.cond.name}')" if match[0] else f"'{op.cond.name}'"
         return f"select '{op.name}' of constant ones and zeros becomes cast({cond}, {dtype})"
 
-    def rewrite(self, op: Operation, match: tuple[bool], rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: tuple[bool], rewriter: Rewriter) -> Var:
         (negate,) = match
-        out = op.outputs[0]
-        dtype = types.builtin_to_string(out.dtype)
+        dtype = types.builtin_to_string(op.outputs[0].dtype)
         cond = op.cond
         if negate:
-            cond = rewriter.emit(op, "logical_not", f"{cond.name}_not", x=cond)
-        result = rewriter.emit(op, "cast", f"{cond.name}_{dtype}", x=cond, dtype=dtype)
-        rewriter.replace(out, result)
+            cond = rewriter.add("logical_not", f"{cond.name}_not", x=cond)
+        return rewriter.add("cast", f"{cond.name}_{dtype}", x=cond, dtype=dtype)
 
 
-class SelectOfLogicalNot(RewritePattern[Var]):
-    """Rule 3: ``select(logical_not(c), a, b)`` → ``select(c, b, a)``."""
+class _ReadsLogicalNot(RewritePattern[Var]):
+    """Rule 3: an op whose input ``reads`` is ``logical_not(c)`` (the match is ``c``)."""
 
-    op_types = ("select",)
     rule = SIMPLIFY_RULE
+    reads = ""
 
     def match(self, op: Operation) -> Var | None:
-        producer = op.cond.op
-        if producer is None or producer.op_type != "logical_not":
-            return None
-        return producer.x
+        return negated(op.inputs[self.reads])
+
+
+class SelectOfLogicalNot(_ReadsLogicalNot):
+    """``select(logical_not(c), a, b)`` → ``select(c, b, a)``."""
+
+    op_types, reads = ("select",), "cond"
 
     def describe(self, op: Operation, match: Var) -> str:
         return f"select '{op.name}' reads logical_not('{match.name}'): it reads '{match.name}' with a and b swapped"
 
-    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
-        out = op.outputs[0]
-        swapped = rewriter.emit(op, "select", f"{out.name}_swapped", cond=match, a=op.b, b=op.a)
-        rewriter.replace(out, swapped)
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
+        return rewriter.add("select", f"{op.outputs[0].name}_swapped", cond=match, a=op.b, b=op.a)
 
 
-class DoubleLogicalNot(RewritePattern[Var]):
-    """Rule 3: ``logical_not(logical_not(c))`` → ``c``."""
+class DoubleLogicalNot(_ReadsLogicalNot):
+    """``logical_not(logical_not(c))`` → ``c``."""
 
-    op_types = ("logical_not",)
-    rule = SIMPLIFY_RULE
-
-    def match(self, op: Operation) -> Var | None:
-        producer = op.x.op
-        if producer is None or producer.op_type != "logical_not":
-            return None
-        return producer.x
+    op_types, reads = ("logical_not",), "x"
 
     def describe(self, op: Operation, match: Var) -> str:
         return f"logical_not '{op.name}' of a logical_not: its uses read '{match.name}' directly"
 
-    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
-        rewriter.replace(op.outputs[0], match)
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
+        return match
 
 
 @register(DECLARATION)
 class CanonicalizeUint8Select(PatternPass):
-    """Make every ``select.cond`` and logical-op input come straight from a bool producer."""
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         # Order matters per op type: a round trip is resolved before a cast becomes a

@@ -137,9 +137,6 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
     op_types = tuple(READERS)
     rule = "slice-of-concat"
 
-    def __init__(self) -> None:
-        self._consts: dict[tuple, Var] = {}
-
     def match(self, op: Operation) -> tuple[Window, ...] | Refusal | None:
         concat = op.x.op
         if concat is None or concat.op_type != "concat" or not any(map(is_used, op.outputs)):
@@ -182,54 +179,48 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
         sources = sorted({c.source.name for w in match for c in w.cuts})
         return f"{reads}: it is cut from the concat's inputs instead ({', '.join(repr(n) for n in sources)})"
 
-    def rewrite(self, op: Operation, match: tuple[Window, ...], rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: tuple[Window, ...], rewriter: Rewriter) -> tuple[Var | None, ...]:
+        joined: dict[Var, Var] = {}
         for window in match:
             name = window.output.name
-            pieces = [self._piece(op, cut, f"{name}_piece{k}", rewriter) for k, cut in enumerate(window.cuts)]
-            joined = (
+            pieces = [_piece(cut, f"{name}_piece{k}", rewriter) for k, cut in enumerate(window.cuts)]
+            joined[window.output] = (
                 pieces[0]
                 if len(pieces) == 1
-                else rewriter.emit(
-                    op,
+                else rewriter.add(
                     "concat",
                     f"{name}_concat",
                     values=tuple(pieces),
-                    axis=self._const(rewriter, op, "axis", window.join_axis),
-                    interleave=self._const(rewriter, op, "interleave", False),
+                    axis=_const(rewriter, "axis", window.join_axis),
+                    interleave=_const(rewriter, "interleave", False),
                 )
             )
-            rewriter.replace(window.output, joined)
+        return tuple(joined.get(out) for out in op.outputs)
 
-    def _piece(self, op: Operation, cut: Cut, name: str, rewriter: Rewriter) -> Var:
-        if cut.op_type is None or cut.params is None:  # a Cut has both or neither
-            return cut.source
-        params = {param: self._const(rewriter, op, param, values) for param, values in cut.params.items()}
-        return rewriter.emit(op, cut.op_type, name, x=cut.source, **params)
 
-    def _const(self, rewriter: Rewriter, op: Operation, param: str, value: Any) -> Any:
-        """One const per value and function, first in the function: windows share their bounds.
+def _piece(cut: Cut, name: str, rewriter: Rewriter) -> Var:
+    if cut.op_type is None or cut.params is None:  # a Cut has both or neither
+        return cut.source
+    params = {param: _const(rewriter, param, values) for param, values in cut.params.items()}
+    return rewriter.add(cut.op_type, name, x=cut.source, **params)
 
-        Building ops is most of this pass's cost: sharing makes the streaming program's rewrite
-        2 ops per window instead of 7. Negative bounds are not shared: coremltools' slice type
-        inference rewrites them in place for the shape of the op at hand.
-        """
-        value = np.array(value, dtype=np.bool_ if param.endswith(("mask", "interleave")) else np.int32)
-        if value.dtype != np.bool_ and (value < 0).any():
-            return value
-        block = op.enclosing_block
-        while block.outer_op is not None:
-            block = block.outer_op.enclosing_block
-        key = (block, param, value.dtype, value.shape, value.tobytes())
-        var = self._consts.get(key)
-        if var is None or var.op.enclosing_block is None:
-            var = rewriter.emit(block.operations[0], "const", f"concat_slice_{param}", val=value)
-            self._consts[key] = var
-        return var
+
+def _const(rewriter: Rewriter, param: str, value: Any) -> Any:
+    """A shared const (:meth:`Rewriter.const`): windows share their bounds.
+
+    Building ops is most of this pass's cost: sharing makes the streaming program's rewrite
+    2 ops per window instead of 7. Negative bounds are not shared: coremltools' slice type
+    inference rewrites them in place for the shape of the op at hand.
+    """
+    value = np.array(value, dtype=np.bool_ if param.endswith(("mask", "interleave")) else np.int32)
+    if value.dtype != np.bool_ and (value < 0).any():
+        return value
+    return rewriter.const(value, f"concat_slice_{param}")
 
 
 @register(DECLARATION)
 class ConcatSliceToSliceConcat(PatternPass):
-    """Rewrite every window of a concat's output as a concat of windows of its inputs."""
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         return [WindowOfConcat()]

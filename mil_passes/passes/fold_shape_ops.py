@@ -309,15 +309,15 @@ class FoldReshapeTarget(RewritePattern[ReshapePlan]):
             f"it gets the const target {list(plan.target)}{expand}"
         )
 
-    def rewrite(self, op: Operation, plan: ReshapePlan, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, plan: ReshapePlan, rewriter: Rewriter) -> Var:
         source, name = op.x, op.name
         if plan.expand_axes:
-            source = rewriter.emit(op, "expand_dims", f"{name}_expanded", x=source, axes=list(plan.expand_axes))
-        result = rewriter.emit(op, "reshape", name, x=source, shape=np.array(plan.target, np.int32))
+            source = rewriter.add("expand_dims", f"{name}_expanded", x=source, axes=list(plan.expand_axes))
+        result = rewriter.add("reshape", name, x=source, shape=np.array(plan.target, np.int32))
         declare_reshape_type(result.op, plan.reshaped)
         if plan.squeeze_axes:
-            result = rewriter.emit(op, "squeeze", f"{name}_squeezed", x=result, axes=list(plan.squeeze_axes))
-        rewriter.replace(op.outputs[0], result)
+            result = rewriter.add("squeeze", f"{name}_squeezed", x=result, axes=list(plan.squeeze_axes))
+        return result
 
 
 class FoldShapeValue(RewritePattern[list]):
@@ -356,10 +356,12 @@ class FoldShapeValue(RewritePattern[list]):
         values = ", ".join(f"'{var.name}' = {array.tolist()}" for var, array in folds)
         return f"{op.op_type} '{op.name}' computes a shape value known before run time: it folds to {values}"
 
-    def rewrite(self, op: Operation, folds: list, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, folds: list, rewriter: Rewriter) -> tuple[Var | None, ...]:
+        folded = {}
         for var, array in folds:
             val = array if types.is_tensor(var.sym_type) else array.reshape(())[()]
-            rewriter.replace(var, rewriter.emit(op, "const", var.name, val=val))
+            folded[var] = rewriter.const(val, var.name)
+        return tuple(folded.get(out) for out in op.outputs)
 
 
 def _value(values: Values, var: Var) -> ShapeValue:
@@ -437,7 +439,7 @@ def retype_zero_targets(prog) -> int:
 
 @register(DECLARATION)
 class FoldShapeOps(PatternPass):
-    """Fold ``shape`` ops and the arithmetic on their outputs into constants."""
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def apply(self, prog) -> None:
         # Types first: a literal 0 read as a size would fold into wrong constants.

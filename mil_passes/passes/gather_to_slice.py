@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from coremltools.converters.mil.mil import Operation
+from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
@@ -109,7 +109,7 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
     def cause(self, op: Operation, match: Runs) -> str:
         return "gathers by constant indices: Core ML runs a gather on the CPU/GPU; slices run on the Neural Engine"
 
-    def rewrite(self, op: Operation, match: Runs, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: Runs, rewriter: Rewriter) -> Var:
         rank, out = len(op.x.shape), op.outputs[0]
         pieces = []
         for number, (start, stop) in enumerate(match.runs):
@@ -121,18 +121,15 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
             if match.scalar:
                 inputs["squeeze_mask"] = [axis == match.axis for axis in range(rank)]
             name = out.name if len(match.runs) == 1 else f"{out.name}_run{number}"
-            pieces.append(rewriter.emit(op, "slice_by_index", name, **inputs))
-        joined = (
-            pieces[0]
-            if len(pieces) == 1
-            else rewriter.emit(op, "concat", out.name, values=tuple(pieces), axis=match.axis)
-        )
-        rewriter.replace(out, joined)
+            pieces.append(rewriter.add("slice_by_index", name, **inputs))
+        if len(pieces) == 1:
+            return pieces[0]
+        return rewriter.add("concat", out.name, values=tuple(pieces), axis=match.axis)
 
 
 @register(DECLARATION)
 class GatherToSlice(PatternPass):
-    """Rewrite every gather by constant indices as slices (a concat of slices for several runs)."""
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         return [GatherOfConstantIndices()]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from coremltools.converters.mil.mil import Operation
+from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import any_symbolic
 
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
@@ -106,21 +106,20 @@ class Rank5Matmul(RewritePattern[Merge]):
     def cause(self, op: Operation, match: Merge) -> str:
         return "multiplies rank-5 operands, which the Neural Engine's matmul rejects: a rank-4 one between reshapes"
 
-    def rewrite(self, op: Operation, match: Merge, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: Merge, rewriter: Rewriter) -> Var:
         out = op.outputs[0]
         inputs = dict(op.inputs)
         for side, shape in (("x", match.x), ("y", match.y)):
             if shape is not None:
                 target = np.array(shape, np.int32)
-                inputs[side] = rewriter.emit(op, "reshape", f"{out.name}_{side}", x=inputs[side], shape=target)
-        product = rewriter.emit(op, op.op_type, f"{out.name}_{op.op_type}", **inputs)
-        back = rewriter.emit(op, "reshape", out.name, x=product, shape=np.array(match.out, np.int32))
-        rewriter.replace(out, back)
+                inputs[side] = rewriter.add("reshape", f"{out.name}_{side}", x=inputs[side], shape=target)
+        product = rewriter.add(op.op_type, f"{out.name}_{op.op_type}", **inputs)
+        return rewriter.add("reshape", out.name, x=product, shape=np.array(match.out, np.int32))
 
 
 @register(DECLARATION)
 class MatmulRank5ToRank4(PatternPass):
-    """Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes."""
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         return [Rank5Matmul()]

@@ -56,6 +56,7 @@ from coremltools.converters.mil.mil import Function, Operation, Program, Var
 from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
 
 from ..ir import FreshNames, iter_blocks, iter_ops, program_names
+from ..rewriter import RewriteResult
 from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
 
@@ -203,13 +204,16 @@ def rename_duplicates(prog: Program) -> list[Rename]:
 
 @register(DECLARATION)
 class RenameDuplicateTemporaries(AbstractGraphPass):
-    """Make every var name and op name unique, keeping function input and output names.
+    """What ``DECLARATION`` declares, as a pass.
 
-    After ``apply``, ``self.renames`` lists the renames as ``Rename(kind, old, new)``.
+    After ``apply``, ``self.renames`` lists the renames as ``Rename(kind, old, new)``, and
+    ``self.last_result`` counts them, as every pass of the package reports.
     """
 
     def __init__(self) -> None:
         self.renames: list[Rename] = []
+        self.last_result: RewriteResult | None = None
 
     def apply(self, prog: Program) -> None:
         self.renames = rename_duplicates(prog)
+        self.last_result = RewriteResult(rewritten=len(self.renames))

@@ -20,7 +20,7 @@ where topk returns the first.
 
 from __future__ import annotations
 
-from coremltools.converters.mil.mil import Operation
+from coremltools.converters.mil.mil import Operation, Var
 
 from ..ir import is_used
 from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
@@ -75,15 +75,15 @@ class IndexOfTopOne(RewritePattern[str]):
     def cause(self, op: Operation, match: str) -> str:
         return f"takes the index of the top 1: Core ML runs topk on the CPU/GPU; a {match} runs on the Neural Engine"
 
-    def rewrite(self, op: Operation, kind: str, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, kind: str, rewriter: Rewriter) -> tuple[Var | None, ...]:
         axis = int(op.axis.val) if op.axis is not None else -1
         indices = op.outputs[1]
-        rewriter.replace(indices, rewriter.emit(op, kind, indices.name, x=op.x, axis=axis, keep_dims=True))
+        return (None, rewriter.add(kind, indices.name, x=op.x, axis=axis, keep_dims=True))
 
 
 @register(DECLARATION)
 class TopkToArgmax(PatternPass):
-    """Rewrite every descending k=1 topk read for its index alone as a reduce_argmax."""
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         return [IndexOfTopOne()]
