@@ -31,7 +31,7 @@ logger = logging.getLogger("mil_passes")
 
 
 @dataclass(frozen=True)
-class Refusal:
+class Declined:
     """Why a pattern did not rewrite ``op`` (a value ``match`` returns; test it with ``isinstance``)."""
 
     op: Operation
@@ -51,7 +51,7 @@ Replacements = Union[Var, tuple[Optional[Var], ...]]
 
 class RewritePattern(ABC, Generic[M]):
     """One rule, a value without state: ``match`` is pure and returns a match of type ``M``, a
-    :class:`Refusal` (a candidate left unchanged, with the reason: logged, shown by ``--explain`` and
+    :class:`Declined` (a candidate left unchanged, with the reason: logged, shown by ``--explain`` and
     by lint) or ``None`` (not a candidate at all: nothing to report); ``rewrite`` builds the new ops
     through the :class:`Rewriter` (``add``, ``const``) and returns the new values of the op's
     outputs; ``describe`` says what ``rewrite`` will do, in the user's terms (lint's message).
@@ -61,12 +61,12 @@ class RewritePattern(ABC, Generic[M]):
     op_types: tuple[str, ...] = ()
     #: The lint rule a match of this pattern is reported under.
     rule: ClassVar[str] = ""
-    #: What every refusal of this pattern shares, for lint's grouped report ("": each its own reason).
-    refused_because: ClassVar[str] = ""
+    #: What every decline of this pattern shares, for lint's grouped report ("": each its own reason).
+    declined_because: ClassVar[str] = ""
 
     @abstractmethod
-    def match(self, op: Operation) -> M | Refusal | None:
-        """Return what ``rewrite`` needs, a :class:`Refusal`, or ``None`` (not a candidate)."""
+    def match(self, op: Operation) -> M | Declined | None:
+        """Return what ``rewrite`` needs, a :class:`Declined`, or ``None`` (not a candidate)."""
 
     @abstractmethod
     def rewrite(self, op: Operation, match: M, rewriter: "Rewriter") -> Replacements | None:
@@ -87,19 +87,19 @@ class RewritePattern(ABC, Generic[M]):
 @dataclass(frozen=True)
 class Match:
     """What a pattern said of an op, found without rewriting: ``match`` is the pattern's match,
-    or a :class:`Refusal` (a candidate the pattern leaves unchanged)."""
+    or a :class:`Declined` (a candidate the pattern leaves unchanged)."""
 
     op: Operation
     pattern: RewritePattern
     match: Any
 
     @property
-    def refused(self) -> bool:
-        return isinstance(self.match, Refusal)
+    def declined(self) -> bool:
+        return isinstance(self.match, Declined)
 
     def describe(self) -> str:
-        """What the rewrite will do, or why the op is left (a refusal's reason)."""
-        if isinstance(self.match, Refusal):
+        """What the rewrite will do, or why the op is left (a decline's reason)."""
+        if isinstance(self.match, Declined):
             return str(self.match)
         return self.pattern.describe(self.op, self.match)
 
@@ -110,7 +110,7 @@ class RewriteResult:
 
     rewritten: int = 0
     removed_ops: int = 0
-    refusals: list[Refusal] = field(default_factory=list)
+    declined: list[Declined] = field(default_factory=list)
 
 
 def _ops_before(block: Block, anchor: Operation, stop: Operation | None) -> list[Operation]:
@@ -343,38 +343,38 @@ def _dispatch(patterns: list[RewritePattern] | tuple[RewritePattern, ...]) -> di
 
 
 def _first_match(op: Operation, candidates: list[RewritePattern]) -> tuple[Match | None, list[Match]]:
-    """The first pattern (in order) that matches ``op``, and the refusals met before it."""
-    refusals: list[Match] = []
+    """The first pattern (in order) that matches ``op``, and the declines met before it."""
+    declines: list[Match] = []
     for pattern in candidates:
         match = pattern.match(op)
         if match is None:
             continue
-        if isinstance(match, Refusal):
-            refusals.append(Match(op, pattern, match))
+        if isinstance(match, Declined):
+            declines.append(Match(op, pattern, match))
             continue
-        return Match(op, pattern, match), refusals
-    return None, refusals
+        return Match(op, pattern, match), declines
+    return None, declines
 
 
 def find_matches(
     prog: Program, patterns: list[RewritePattern] | tuple[RewritePattern, ...]
 ) -> tuple[list[Match], list[Match]]:
     """What :func:`apply_patterns` would rewrite first, without rewriting: every op's first
-    match, and the refusals of ops no pattern matched. ``prog`` is not changed. The patterns
+    match, and the declines of ops no pattern matched. ``prog`` is not changed. The patterns
     change ``prog`` exactly when the list of matches is not empty."""
     dispatch = _dispatch(patterns)
     matches: list[Match] = []
-    refused: list[Match] = []
+    declined: list[Match] = []
     for op in iter_ops(prog):
         candidates = dispatch.get(op.op_type)
         if not candidates:
             continue
-        found, refusals = _first_match(op, candidates)
+        found, declines = _first_match(op, candidates)
         if found is not None:
             matches.append(found)
         else:
-            refused.extend(refusals)
-    return matches, refused
+            declined.extend(declines)
+    return matches, declined
 
 
 def apply_patterns(
@@ -383,15 +383,15 @@ def apply_patterns(
     """Run ``patterns`` over every op of ``prog`` until nothing more matches."""
     dispatch = _dispatch(patterns)
     result = RewriteResult()
-    refusals: dict[Operation, list[Refusal]] = {}
+    declines: dict[Operation, list[Declined]] = {}
     rewriter = Rewriter(prog)
     worklist = [op for op in iter_ops(prog) if op.op_type in dispatch]
     while worklist:
         for op in worklist:
             if op.enclosing_block is None:
                 continue
-            refusals.pop(op, None)
-            found, refused = _first_match(op, dispatch.get(op.op_type, []))
+            declines.pop(op, None)
+            found, declined = _first_match(op, dispatch.get(op.op_type, []))
             if found is not None:
                 rewriter.anchor = op
                 replacements = found.pattern.rewrite(op, found.match, rewriter)
@@ -399,8 +399,8 @@ def apply_patterns(
                     rewriter.replace_op(op, replacements)
                 rewriter.anchor = None
                 result.rewritten += 1
-            elif refused:
-                refusals[op] = [m.match for m in refused]
+            elif declined:
+                declines[op] = [m.match for m in declined]
         removed, touched = rewriter.commit()
         result.removed_ops += removed
         revisit: dict[Operation, None] = {}
@@ -412,9 +412,9 @@ def apply_patterns(
                     if nested.op_type in dispatch:
                         revisit[nested] = None
         worklist = list(revisit)
-    result.refusals = [r for op, found in refusals.items() if op.enclosing_block is not None for r in found]
-    for refusal in result.refusals:
-        logger.debug("%s left %s", pass_name, refusal)
+    result.declined = [d for op, found in declines.items() if op.enclosing_block is not None for d in found]
+    for decline in result.declined:
+        logger.debug("%s left %s", pass_name, decline)
     return result
 
 
@@ -434,5 +434,5 @@ class PatternPass(AbstractGraphPass):
         self.last_result = apply_patterns(prog, self.patterns(), pass_name=self.name)
 
     def find_matches(self, prog: Program) -> tuple[list[Match], list[Match]]:
-        """What this pass would rewrite first, and what it would refuse; ``prog`` unchanged."""
+        """What this pass would rewrite first, and what it would decline; ``prog`` unchanged."""
         return find_matches(prog, self.patterns())

@@ -17,7 +17,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 from .declaration import UnknownPass, resolve_pass  # noqa: F401  (UnknownPass: raised by run_passes)
 from .lint import Finding, lint
 from .schedule import PIPELINE_ORDER
-from .rewriter import Refusal, RewriteResult
+from .rewriter import Declined, RewriteResult
 from .ir import op_counts
 
 CLEANUP = ("common::dead_code_elimination",)
@@ -25,12 +25,12 @@ CLEANUP = ("common::dead_code_elimination",)
 
 @dataclass
 class PassRun:
-    """One pass's run: its time, how many rewrites it made, and what it refused and why."""
+    """One pass's run: its time, how many rewrites it made, and what it declined and why."""
 
     name: str
     seconds: float
     rewritten: int | None
-    refusals: list[Refusal] = field(default_factory=list)
+    declined: list[Declined] = field(default_factory=list)
 
 
 @dataclass
@@ -96,6 +96,6 @@ def run_passes(
         if result is None:
             runs.append(PassRun(name, seconds, None))
         else:
-            runs.append(PassRun(name, seconds, result.rewritten, list(result.refusals)))
+            runs.append(PassRun(name, seconds, result.rewritten, list(result.declined)))
     prog.validate()
     return OptimizeReport(ops_before, op_counts(prog), findings_before, lint(prog), runs)

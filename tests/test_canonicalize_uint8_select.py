@@ -23,7 +23,7 @@ from mil_passes.passes.canonicalize_uint8_select import (
     SelectOfOnesZeros,
 )
 from mil_passes.ir import iter_ops
-from mil_passes.rewriter import Refusal
+from mil_passes.rewriter import Declined
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
 from mil_passes.testing.strategies import OPSETS, programs
 from mil_passes.runner import run_pass as registered_run
@@ -105,12 +105,12 @@ def run_pass(prog: Program):
 
 def refusal(pattern, op) -> str:
     result = pattern.match(op)
-    assert isinstance(result, Refusal), f"{type(pattern).__name__} matched {op.name}"
+    assert isinstance(result, Declined), f"{type(pattern).__name__} matched {op.name}"
     return result.reason
 
 
 def not_a_candidate(pattern, op) -> bool:
-    """The pattern leaves ``op`` alone without a reason to report (None, not a Refusal)."""
+    """The pattern leaves ``op`` alone without a reason to report (None, not a Declined)."""
     return pattern.match(op) is None
 
 
@@ -616,7 +616,7 @@ def test_new_ops_carry_the_scope_of_what_they_replace():
 def test_refusals_are_reported():
     result = run_pass(_select_constants(FP32, np.ones((2, 2)), 0, cond_shape=(1, 2)))
     assert result.rewritten == 0
-    assert [str(r) for r in result.refusals] == ["select 'out': cond's shape (1, 2) is not the output's (2, 2)"]
+    assert [str(r) for r in result.declined] == ["select 'out': cond's shape (1, 2) is not the output's (2, 2)"]
 
 
 def test_ops_no_rule_applies_to_are_not_reported():
@@ -631,7 +631,7 @@ def test_ops_no_rule_applies_to_are_not_reported():
         return mb.select(cond=above, a=x, b=y, name="out"), half, below, scaled
 
     result = run_pass(prog)
-    assert result.rewritten == 0 and result.refusals == []
+    assert result.rewritten == 0 and result.declined == []
 
 
 # -- the pywebnn coverage cases, as a WebNN converter emits them --------------------------------

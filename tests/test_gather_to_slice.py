@@ -9,7 +9,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol, types
 
-from mil_passes.rewriter import Refusal
+from mil_passes.rewriter import Declined
 from mil_passes.lint import lint
 from mil_passes.passes.gather_to_slice import MAX_RUNS, GatherOfConstantIndices, runs_of
 from mil_passes.runner import run_pass
@@ -55,7 +55,7 @@ def test_more_runs_than_it_takes_stay_a_gather():
     build = gather([0, 2, 4, 6, 1])
     prog = build()
     match = GatherOfConstantIndices().match(only_op(prog, "gather"))
-    assert isinstance(match, Refusal) and f"at most {MAX_RUNS}" in match.reason
+    assert isinstance(match, Declined) and f"at most {MAX_RUNS}" in match.reason
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_refusals_say_why(shape, indices, reason):
     prog = gather(indices, shape=shape)()
     before = str(prog)
     match = GatherOfConstantIndices().match(only_op(prog, "gather"))
-    assert isinstance(match, Refusal) and reason in match.reason
+    assert isinstance(match, Declined) and reason in match.reason
     run_pass(prog, PASS)
     assert str(prog) == before
 

@@ -10,7 +10,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol
 
-from mil_passes.rewriter import Refusal
+from mil_passes.rewriter import Declined
 from mil_passes.lint import lint
 from mil_passes.passes.matmul_rank5_to_rank4 import Rank5Matmul
 from mil_passes.testing import check_pass, op_counts
@@ -67,7 +67,7 @@ def test_a_rank5_linear_becomes_rank4():
 )
 def test_refusals_say_why(x_shape, y_shape, reason):
     match = Rank5Matmul().match(only_op(matmul(x_shape, y_shape)(), "matmul"))
-    assert isinstance(match, Refusal) and reason in match.reason
+    assert isinstance(match, Declined) and reason in match.reason
 
 
 def test_rank4_is_not_a_candidate():

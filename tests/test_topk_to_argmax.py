@@ -9,7 +9,7 @@ import pytest
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
-from mil_passes.rewriter import Refusal
+from mil_passes.rewriter import Declined
 from mil_passes.lint import lint
 from mil_passes.passes.topk_to_argmax import IndexOfTopOne
 from mil_passes.testing import check_pass, op_counts
@@ -38,7 +38,7 @@ def test_the_index_of_the_top_one_is_an_argmax_with_the_same_ties_and_nans():
 
 def test_an_ascending_topk_is_left_because_of_nan():
     match = IndexOfTopOne().match(only_op(topk(ascending=True)(), "topk"))
-    assert isinstance(match, Refusal) and "NaN" in match.reason
+    assert isinstance(match, Declined) and "NaN" in match.reason
 
 
 def test_axis_zero_keeps_its_dims():
@@ -55,7 +55,7 @@ def test_what_it_leaves(k, read, reason):
     if reason is None:
         assert match is None
     else:
-        assert isinstance(match, Refusal) and reason in match.reason
+        assert isinstance(match, Declined) and reason in match.reason
 
 
 def test_lint_names_the_pass_for_the_index_and_not_for_a_k_of_two():

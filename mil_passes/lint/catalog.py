@@ -74,9 +74,9 @@ RULES: dict[str, CatalogEntry] = {rule.id: rule for rule in (*_pass_rules(), *_O
 
 def _placement_rules() -> dict[str, CatalogEntry]:
     """The Neural Engine placement rules (:mod:`.placement`), as the docs show them."""
-    from .placement import RULES as PLACEMENT
+    from . import placement
 
-    return {r.id: CatalogEntry(r.id, r.severity, r.finds, r.fix_pass or r.advice, r.evidence) for r in PLACEMENT}
+    return {r.id: CatalogEntry(r.id, r.severity, r.finds, r.fix_pass or r.advice, r.evidence) for r in placement.RULES}
 
 
 RULES.update(_placement_rules())

@@ -48,7 +48,7 @@ def _match_finding(found: Match, pass_name: str, words: Words) -> Finding:
 
 
 def _refusal_cause(refused: Match, words: Words) -> str:
-    shared = refused.pattern.refused_because
+    shared = refused.pattern.declined_because
     if not shared:
         return words(refused.match.reason)
     flexible = words.flexible() if isinstance(words, DimNames) else ""

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, types
 
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
 from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
 
@@ -167,7 +167,7 @@ class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
     op_types = ("select",)
     rule = SIMPLIFY_RULE
 
-    def match(self, op: Operation) -> tuple[bool] | Refusal | None:
+    def match(self, op: Operation) -> tuple[bool] | Declined | None:
         out = op.outputs[0]
         if types.is_bool(out.dtype) or op.a.val is None or op.b.val is None:
             return None  # selects bools, or values known only at run time: not a candidate
@@ -178,9 +178,9 @@ class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
         else:
             return None  # other constants
         if np.any(np.signbit(zeros)):
-            return Refusal(op, "its zeros include −0, and a cast of a bool gives +0")
+            return Declined(op, "its zeros include −0, and a cast of a bool gives +0")
         if _shape_of(op.cond) != _shape_of(out):
-            return Refusal(op, f"cond's shape {_shape_of(op.cond)} is not the output's {_shape_of(out)}")
+            return Declined(op, f"cond's shape {_shape_of(op.cond)} is not the output's {_shape_of(out)}")
         return (negate,)
 
     def describe(self, op: Operation, match: tuple[bool]) -> str:

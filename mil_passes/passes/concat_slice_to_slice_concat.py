@@ -21,7 +21,7 @@ slice of it with the window's cut on the other axes — joined by a ``concat`` w
 several. Slices this builds of a concat among the inputs are windows again: the rewriter
 re-visits them. The concat stays while anything else uses it.
 
-Refused (left unchanged, the reason in debug logging): window bounds known only at run time;
+Declined (left unchanged, the reason in debug logging): window bounds known only at run time;
 a concat input whose size on the concat axis is known only at run time, or a scalar input (torch's
 frontend concatenates scalars into shape vectors); ``interleave=True``;
 a ``split`` along another axis than the concat's (no window of the concat axis to move). Two
@@ -40,7 +40,7 @@ from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ..ir import is_used
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
 from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
 from ._window_readers import READERS, Reader
@@ -104,19 +104,19 @@ def _span(positions: range) -> str:
     return f"[{positions.start}:{stop}{step}]"
 
 
-def _concat_sizes(op: Operation, concat: Operation, axis: int) -> list[int] | Refusal:
+def _concat_sizes(op: Operation, concat: Operation, axis: int) -> list[int] | Declined:
     for value in concat.values:
         if value.rank == 0:  # concat reads a scalar as one element; a piece of it would be a scalar
-            return Refusal(op, f"concat input '{value.name}' is a scalar")
+            return Declined(op, f"concat input '{value.name}' is a scalar")
         if is_symbolic(value.shape[axis]):
-            return Refusal(op, f"concat input '{value.name}' has a run-time size on axis {axis}")
+            return Declined(op, f"concat input '{value.name}' has a run-time size on axis {axis}")
     return [int(value.shape[axis]) for value in concat.values]
 
 
-def _window(reader: Reader, concat: Operation, axis: int, sizes: list[int]) -> Window | Refusal:
+def _window(reader: Reader, concat: Operation, axis: int, sizes: list[int]) -> Window | Declined:
     selected = reader.positions(axis, sum(sizes))
     if not selected:
-        return Refusal(reader.op, f"'{reader.output().name}' reads no element of the concat axis")
+        return Declined(reader.op, f"'{reader.output().name}' reads no element of the concat axis")
     others_kept = all(reader.keeps(other) for other in range(reader.op.x.rank) if other != axis)
     cuts = []
     for piece in pieces_of(selected, sizes):
@@ -137,24 +137,24 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
     op_types = tuple(READERS)
     rule = "slice-of-concat"
 
-    def match(self, op: Operation) -> tuple[Window, ...] | Refusal | None:
+    def match(self, op: Operation) -> tuple[Window, ...] | Declined | None:
         concat = op.x.op
         if concat is None or concat.op_type != "concat" or not any(map(is_used, op.outputs)):
             return None  # not a window of a concat, or dead code: nothing to move
         if concat.interleave is not None and concat.interleave.val:
-            return Refusal(op, f"concat '{concat.name}' interleaves its inputs")
+            return Declined(op, f"concat '{concat.name}' interleaves its inputs")
         axis = concat.axis.val.item() % op.x.rank
         sizes = _concat_sizes(op, concat, axis)
-        if isinstance(sizes, Refusal):
+        if isinstance(sizes, Declined):
             return sizes
         readers = READERS[op.op_type].read(op, axis)
-        if isinstance(readers, Refusal):
+        if isinstance(readers, Declined):
             return readers
         windows = []
         for reader in readers:
             if is_used(reader.output()):
                 window = _window(reader, concat, axis, sizes)
-                if isinstance(window, Refusal):
+                if isinstance(window, Declined):
                     return window  # the first refusal: the op stays as it is
                 windows.append(window)
         return tuple(windows)

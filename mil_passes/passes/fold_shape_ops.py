@@ -58,9 +58,9 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, get_new_symbol, types
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
-from ..inference import INFERENCE_HOLES, repair_types, reshape_output_shape
+from ..type_repair import INFERENCE_HOLES, repair_types, reshape_output_shape
 from ..ir import is_used
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
 from ..semantics import reshape_zeros
 from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
@@ -121,24 +121,24 @@ class ReshapePlan:
     reshaped: type
 
 
-def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal | None:
+def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Declined | None:
     """How ``op`` (a reshape with a computed target) reads with a const target, why it cannot
-    (a :class:`Refusal`), or None when it is no candidate (its target is const already, or not
+    (a :class:`Declined`), or None when it is no candidate (its target is const already, or not
     computed from shape ops)."""
     if op.shape.val is not None:
         return None
     if not types.is_tensor(op.x.sym_type) or any_variadic(op.x.shape):
-        return Refusal(op, "x has no fixed rank")
+        return Declined(op, "x has no fixed rank")
     value = values.of(op.shape)
     if value is None or value.elements.ndim != 1:
-        return Refusal(op, "target has no static length")
+        return Declined(op, "target has no static length")
     if not value.from_shape:
         return None
     x_dims = [dim_of(d) for d in op.x.shape]
     try:  # a literal 0 copies a dim of x, by the op's own opset rule
         wanted = reshape_zeros(op.opset_version, x_dims, list(value.elements))
     except ValueError:
-        return Refusal(op, f"target {_show(value.elements)} holds a 0 but not x's rank")
+        return Declined(op, f"target {_show(value.elements)} holds a 0 but not x's rank")
     dims: list[int | Dim | None] = []  # None: a size only the run time knows
     for element in wanted:
         if isinstance(element, Dim) or element is None or element == -1:
@@ -146,7 +146,7 @@ def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal | None:
         elif element > 0:
             dims.append(int(element))
         else:
-            return Refusal(op, f"target {_show(value.elements)} holds {element}")
+            return Declined(op, f"target {_show(value.elements)} holds {element}")
     zeros = sum(not isinstance(d, int) for d in dims) > 1  # else one -1 is enough
     x_slots: list[int | None]
     t_slots: list[int | None]
@@ -159,7 +159,7 @@ def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal | None:
     plan = _plan(op, x_slots, t_slots, dims, zeros)
     if plan.target.count(-1) > 1:
         inferred = [wanted[s] for t, s in zip(plan.target, t_slots) if t == -1 and s is not None]
-        return Refusal(
+        return Declined(
             op,
             f"target {_show(wanted)} of x {_show(x_dims)}: {_show(inferred)[1:-1]} are run-time sizes a const "
             "target can neither copy from x in place (0) nor infer (-1 stands for one size only)",
@@ -294,12 +294,12 @@ class FoldReshapeTarget(RewritePattern[ReshapePlan]):
 
     op_types = ("reshape",)
     rule = "runtime-shape"
-    refused_because = "depends on sizes known only at run time"
+    declined_because = "depends on sizes known only at run time"
 
     def __init__(self, values: Values | None = None) -> None:
         self.values = values if values is not None else Values()
 
-    def match(self, op: Operation) -> ReshapePlan | Refusal | None:
+    def match(self, op: Operation) -> ReshapePlan | Declined | None:
         return plan_reshape(op, self.values)
 
     def describe(self, op: Operation, plan: ReshapePlan) -> str:
@@ -325,7 +325,7 @@ class FoldShapeValue(RewritePattern[list]):
 
     op_types = tuple(RULES)
     rule = "runtime-shape"
-    refused_because = "depends on sizes known only at run time"
+    declined_because = "depends on sizes known only at run time"
 
     def __init__(self, values: Values | None = None) -> None:
         self.values = values if values is not None else Values()
@@ -344,13 +344,13 @@ class FoldShapeValue(RewritePattern[list]):
             return folds
         if op.op_type == "shape":
             reason = _why_shape_stays(op, values)
-            return Refusal(op, reason) if reason else None  # None: every use folds, it goes as dead code
+            return Declined(op, reason) if reason else None  # None: every use folds, it goes as dead code
         if not any(trackable(v) for v in used):
             return None  # not a shape value: no small static numeric output in use
         value = _value(values, next(v for v in used if trackable(v)))
         if value.is_known or not _reads_shape(op, values):
             return None  # not computed from shape ops
-        return Refusal(op, f"value {_show(value.elements.flat)} is not known before run time")
+        return Declined(op, f"value {_show(value.elements.flat)} is not known before run time")
 
     def describe(self, op: Operation, folds: list) -> str:
         values = ", ".join(f"'{var.name}' = {array.tolist()}" for var, array in folds)
@@ -397,7 +397,7 @@ def _why_shape_stays(op: Operation, values: Values) -> str | None:
             seen.add(child)
             if child.op_type == "reshape" and child.shape is var and child.x is not var:
                 plan = plan_reshape(child, values)
-                if isinstance(plan, Refusal):
+                if isinstance(plan, Declined):
                     reads.append(f"reshape '{child.name}': {plan.reason}")
             elif child.op_type in RULES and all(trackable(v) for v in child.outputs):
                 stack.extend(v for v in child.outputs if is_used(v) and not _value(values, v).is_known)

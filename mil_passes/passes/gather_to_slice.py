@@ -28,7 +28,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
 from ..declaration import PassDeclaration, Slot
 from . import register
 
@@ -78,7 +78,7 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
     op_types = ("gather",)
     rule = "ane-gather"
 
-    def match(self, op: Operation) -> Runs | Refusal | None:
+    def match(self, op: Operation) -> Runs | Declined | None:
         indices = op.indices.val
         if indices is None or op.x.val is not None:
             return None  # run-time indices: no slice computes it; a const x: const_elimination's
@@ -86,15 +86,15 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
         axis = op.axis.val if op.axis is not None else 0
         shape = op.x.shape
         if batch_dims != 0 or axis is None or shape is None or np.ndim(indices) > 1:
-            return Refusal(op, "only a 0-d or 1-d gather along a constant axis without batch dims becomes slices")
+            return Declined(op, "only a 0-d or 1-d gather along a constant axis without batch dims becomes slices")
         axis = int(axis) + len(shape) if int(axis) < 0 else int(axis)
         if is_symbolic(shape[axis]):
-            return Refusal(op, "the gathered axis has a size known only at run time")
+            return Declined(op, "the gathered axis has a size known only at run time")
         runs = runs_of(np.asarray(indices), int(shape[axis]))
         if runs is None:
-            return Refusal(op, "an index is out of range")
+            return Declined(op, "an index is out of range")
         if len(runs) > MAX_RUNS:
-            return Refusal(
+            return Declined(
                 op, f"its indices make {len(runs)} runs of consecutive positions (at most {MAX_RUNS} become slices)"
             )
         return Runs(axis, runs, np.ndim(indices) == 0)

@@ -29,7 +29,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import any_symbolic
 
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
 from ..declaration import PassDeclaration, Slot
 from . import register
 
@@ -89,13 +89,13 @@ class Rank5Matmul(RewritePattern[Merge]):
     op_types = ("matmul", "linear")
     rule = "ane-rank5-matmul"
 
-    def match(self, op: Operation) -> Merge | Refusal | None:
+    def match(self, op: Operation) -> Merge | Declined | None:
         operands = (op.x, op.y) if op.op_type == "matmul" else (op.x,)
         if any(v.shape is None for v in operands) or all(len(v.shape) < 5 for v in operands):
             return None
         y_shape = tuple(op.y.shape) if op.op_type == "matmul" else None
         merge = plan(tuple(op.x.shape), y_shape, tuple(op.outputs[0].shape))
-        return Refusal(op, merge) if isinstance(merge, str) else merge
+        return Declined(op, merge) if isinstance(merge, str) else merge
 
     def describe(self, op: Operation, match: Merge) -> str:
         return (
