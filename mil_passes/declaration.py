@@ -101,9 +101,23 @@ def _value(node: ast.expr):
     return ast.literal_eval(node)
 
 
+def _statement(source: str) -> str:
+    """The ``DECLARATION = …`` statement alone when it ends at a ``)`` of its own line (as formatted),
+    so only it is parsed; else the whole source."""
+    start = source.find("DECLARATION = ")
+    end = source.find("\n)\n", start)
+    if start == -1 or (start > 0 and source[start - 1] != "\n") or end == -1:
+        return source
+    return source[start : end + 2]
+
+
 def declaration_in(source: str) -> PassDeclaration | None:
     """The ``DECLARATION = PassDeclaration(...)`` of a module's source, or None."""
-    for node in ast.parse(source).body:
+    try:
+        body = ast.parse(_statement(source)).body
+    except SyntaxError:
+        body = ast.parse(source).body
+    for node in body:
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["DECLARATION"]:
             value = _value(node.value)
             if not isinstance(value, PassDeclaration):
