@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 
 import mil_passes
-from mil_passes.placement import GUARD_NAMES, INT16_NARROWING, REPLACEMENTS
+from mil_passes.schedule import GUARD_NAMES, INT16_NARROWING, REPLACEMENTS
 
 from .measure import Samples, cpu_time
 from .programs import op_count

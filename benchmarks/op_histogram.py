@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 
 import mil_passes
 from mil_passes.ir import iter_ops
-from mil_passes.testing import run_pass
+from mil_passes.runner import run_pass
 from mil_passes.testing.programs.ops import OP_TABLE
 from mil_passes.testing.programs.recipe import program_text
 from mil_passes.testing.strategies import DrawnProgram, programs

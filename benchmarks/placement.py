@@ -29,7 +29,7 @@ from mil_passes.lint import lint_report  # noqa: E402
 from mil_passes.lint.dims import DimNames  # noqa: E402
 from mil_passes.lint.dry_run import pass_findings  # noqa: E402
 from mil_passes.lint.placement import assess  # noqa: E402
-from mil_passes.placement import PASS_NAMES  # noqa: E402
+from mil_passes.schedule import PASS_NAMES  # noqa: E402
 
 REAL = ("resnet18", "mobilenet_v3_small", "gpt2", "bert")
 

@@ -25,16 +25,16 @@ from ._registration import when_imported  # noqa: E402
 from ._version import __version__  # noqa: E402
 
 if _TYPE_CHECKING:  # for type checkers only: at run time __getattr__ imports these on first use
-    from .placement import PASS_NAMES, pipeline
+    from .schedule import PASS_NAMES, pipeline
 
 __all__ = ["__version__", "PASS_NAMES", "pipeline"]
-_LAZY = ("PASS_NAMES", "pipeline")  # from mil_passes/placement.py, which imports coremltools (PEP 562)
+_LAZY = ("PASS_NAMES", "pipeline")  # from mil_passes/schedule.py, which imports coremltools (PEP 562)
 
 
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'mil_passes' has no attribute '{name}'")
-    module = _importlib.import_module(".placement", __name__)
+    module = _importlib.import_module(".schedule", __name__)
     for lazy in _LAZY:
         globals()[lazy] = getattr(module, lazy)
     return getattr(module, name)

@@ -20,7 +20,8 @@ MIL in Python (pymil itself cannot hold a ``quantize`` whose zero point is not c
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Callable, Generic, Protocol, TypeVar
 
 import numpy as np
 from coremltools.converters.mil import Builder as mb
@@ -31,6 +32,7 @@ __all__ = [
     "FLOAT_DTYPES",
     "CONSTANT_STEPS",
     "Emitter",
+    "Params",
     "fold",
     "is_constant",
     "quantize_steps",
@@ -92,50 +94,49 @@ def _along_axis(emit: Emitter[V], param: V, axis: int | None, rank: int, label: 
     return emit("reshape", label, x=param, shape=np.array([-1] + [1] * trailing, np.int32))
 
 
-def _as_float(emit: Emitter[V], param: V, axis: int | None, rank: int, float_dtype: str, label: str) -> V:
-    along = _along_axis(emit, param, axis, rank, label)
-    return emit("cast", f"{label}_{float_dtype}", x=along, dtype=np.str_(float_dtype))
+@dataclass(frozen=True)
+class Params(Generic[V]):
+    """A quantization's parameters as the steps read them: ``scale`` and ``zero_point`` (None: 0) as
+    values of the emitter or numpy constants, the ``axis`` a vector lies along, the input's ``rank``,
+    and the float dtype computed in."""
+
+    scale: V
+    zero_point: V | None
+    axis: int | None
+    rank: int
+    float_dtype: str
+
+    def along_axis(self, emit: Emitter[V], param: V, label: str) -> V:
+        return _along_axis(emit, param, self.axis, self.rank, label)
+
+    def zero_as_float(self, emit: Emitter[V]) -> V | None:
+        """The zero point, broadcast along the axis and cast to the float dtype (None: none)."""
+        if self.zero_point is None:
+            return None
+        along = self.along_axis(emit, self.zero_point, "zero_point")
+        return emit("cast", f"zero_point_{self.float_dtype}", x=along, dtype=np.str_(self.float_dtype))
 
 
-def quantize_steps(
-    emit: Emitter[V],
-    x: V,
-    scale: V,
-    zero_point: V | None,
-    *,
-    axis: int | None,
-    rank: int,
-    float_dtype: str,
-    output_dtype: str,
-) -> V:
+def quantize_steps(emit: Emitter[V], x: V, params: Params[V], output_dtype: str) -> V:
     """``cast(clip(round(x / scale) + cast(zero_point, fp), lo, hi), output_dtype)``."""
     low, high = RANGES[output_dtype]
-    scaled = emit("real_div", "scaled", x=x, y=_along_axis(emit, scale, axis, rank, "scale"))
+    scaled = emit("real_div", "scaled", x=x, y=params.along_axis(emit, params.scale, "scale"))
     result = emit("round", "rounded", x=scaled)
-    if zero_point is not None:
-        zero = _as_float(emit, zero_point, axis, rank, float_dtype, "zero_point")
+    zero = params.zero_as_float(emit)
+    if zero is not None:
         result = emit("add", "shifted", x=result, y=zero)
-    bound = FLOAT_DTYPES[float_dtype]
+    bound = FLOAT_DTYPES[params.float_dtype]
     clipped = emit("clip", "clipped", x=result, alpha=bound(low), beta=bound(high))
     return emit("cast", None, x=clipped, dtype=np.str_(output_dtype))
 
 
-def dequantize_steps(
-    emit: Emitter[V],
-    x: V,
-    scale: V,
-    zero_point: V | None,
-    *,
-    axis: int | None,
-    rank: int,
-    float_dtype: str,
-) -> V:
+def dequantize_steps(emit: Emitter[V], x: V, params: Params[V]) -> V:
     """``(cast(x, fp) - cast(zero_point, fp)) * scale``."""
-    result = emit("cast", f"input_{float_dtype}", x=x, dtype=np.str_(float_dtype))
-    if zero_point is not None:
-        zero = _as_float(emit, zero_point, axis, rank, float_dtype, "zero_point")
+    result = emit("cast", f"input_{params.float_dtype}", x=x, dtype=np.str_(params.float_dtype))
+    zero = params.zero_as_float(emit)
+    if zero is not None:
         result = emit("sub", "shifted", x=result, y=zero)
-    return emit("mul", None, x=result, y=_along_axis(emit, scale, axis, rank, "scale"))
+    return emit("mul", None, x=result, y=params.along_axis(emit, params.scale, "scale"))
 
 
 # -- coremltools' Builder ------------------------------------------------------------------------
@@ -213,16 +214,7 @@ def quantize(
     if not any(isinstance(p, Var) for p in (scale, zero_point)):
         params = {"scale": scale, "zero_point": zero_point, "axis": axis, "name": name}
         return _mb_op("quantize", x, params, output_dtype=output_dtype)
-    return quantize_steps(
-        _BuilderEmitter(name),
-        x,
-        scale,
-        zero_point,
-        axis=axis,
-        rank=x.rank,
-        float_dtype=float_dtype,
-        output_dtype=output_dtype,
-    )
+    return quantize_steps(_BuilderEmitter(name), x, Params(scale, zero_point, axis, x.rank, float_dtype), output_dtype)
 
 
 def dequantize(x: Var, scale, zero_point=None, axis: int | None = None, name: str | None = None) -> Var:
@@ -243,12 +235,4 @@ def dequantize(x: Var, scale, zero_point=None, axis: int | None = None, name: st
     _check_param(zero_point, int_dtype, "dequantize", "zero_point")
     if not any(isinstance(p, Var) for p in (scale, zero_point)):
         return _mb_op("dequantize", x, {"scale": scale, "zero_point": zero_point, "axis": axis, "name": name})
-    return dequantize_steps(
-        _BuilderEmitter(name),
-        x,
-        scale,
-        zero_point,
-        axis=axis,
-        rank=x.rank,
-        float_dtype=float_dtype,
-    )
+    return dequantize_steps(_BuilderEmitter(name), x, Params(scale, zero_point, axis, x.rank, float_dtype))

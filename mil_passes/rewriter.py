@@ -18,8 +18,9 @@ import logging
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Iterator, TypeVar
+from typing import Any, ClassVar, Generic, Iterator, Optional, TypeVar, Union
 
+import numpy as np
 from coremltools.converters.mil.mil import Block, Builder as mb, Function, Operation, Program, Var
 from coremltools.converters.mil.mil import block as block_module
 from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
@@ -30,42 +31,51 @@ logger = logging.getLogger("mil_passes")
 
 
 @dataclass(frozen=True)
-class Refusal:
-    """Why a pattern did not rewrite ``op``. Falsy, so ``if not match`` reads naturally."""
+class Declined:
+    """Why a pattern did not rewrite ``op`` (a value ``match`` returns; test it with ``isinstance``)."""
 
     op: Operation
     reason: str
-
-    def __bool__(self) -> bool:
-        return False
 
     def __str__(self) -> str:
         return f"{self.op.op_type} '{self.op.name}': {self.reason}"
 
 
+#: The old name, kept only until the patterns written with it are ported (docs/writing-a-pass.md).
+Refusal = Declined
+
 M = TypeVar("M")
 
 
-class RewritePattern(ABC, Generic[M]):
-    """One rule: ``match`` is pure and returns a match of type ``M`` (truthy), a :class:`Refusal`
-    (a candidate left unchanged, with the reason: logged, shown by ``--explain`` and by lint) or
-    ``None`` (not a candidate at all: nothing to report); ``rewrite`` builds the replacement
-    through the :class:`Rewriter`; ``describe`` says what ``rewrite`` will do, in the user's
-    terms (lint's message). Every match the rewrite is given changes the program."""
+#: What ``rewrite`` returns: the new value of ``op.outputs[0]``, or one entry per output of ``op``
+#: (``None``: that output is kept). The driver makes every reader read it.
+Replacements = Union[Var, tuple[Optional[Var], ...]]
 
-    op_types: ClassVar[tuple[str, ...]] = ()
+
+class RewritePattern(ABC, Generic[M]):
+    """One rule, a value without state: ``match`` is pure and returns a match of type ``M``, a
+    :class:`Declined` (a candidate left unchanged, with the reason: logged, shown by ``--explain`` and
+    by lint) or ``None`` (not a candidate at all: nothing to report); ``rewrite`` builds the new ops
+    through the :class:`Rewriter` (``add``, ``const``) and returns the new values of the op's
+    outputs; ``describe`` says what ``rewrite`` will do, in the user's terms (lint's message).
+    Every match the rewrite is given changes the program. docs/writing-a-pass.md walks through one."""
+
+    #: The op types the rewriter hands to ``match`` (a class constant, or a field of a pattern value).
+    op_types: tuple[str, ...] = ()
     #: The lint rule a match of this pattern is reported under.
     rule: ClassVar[str] = ""
-    #: What every refusal of this pattern shares, for lint's grouped report ("": each its own reason).
-    refused_because: ClassVar[str] = ""
+    #: What every decline of this pattern shares, for lint's grouped report ("": each its own reason).
+    declined_because: ClassVar[str] = ""
 
     @abstractmethod
-    def match(self, op: Operation) -> M | Refusal | None:
-        """Return what ``rewrite`` needs, a :class:`Refusal`, or ``None`` (not a candidate)."""
+    def match(self, op: Operation) -> M | Declined | None:
+        """Return what ``rewrite`` needs, a :class:`Declined`, or ``None`` (not a candidate)."""
 
     @abstractmethod
-    def rewrite(self, op: Operation, match: M, rewriter: "Rewriter") -> None:
-        """Emit new ops and record replacements of ``op``'s outputs."""
+    def rewrite(self, op: Operation, match: M, rewriter: "Rewriter") -> Replacements | None:
+        """Build the new ops (``rewriter.add``, ``rewriter.const``) and return the new values of
+        ``op``'s outputs (:data:`Replacements`). (``None``: the old style, where the pattern called
+        ``rewriter.replace`` itself; kept until every pattern is ported.)"""
 
     def describe(self, op: Operation, match: M) -> str:
         """One line: what ``rewrite`` will do to ``op`` (without the pass's name)."""
@@ -80,19 +90,19 @@ class RewritePattern(ABC, Generic[M]):
 @dataclass(frozen=True)
 class Match:
     """What a pattern said of an op, found without rewriting: ``match`` is the pattern's match,
-    or a :class:`Refusal` (a candidate the pattern leaves unchanged)."""
+    or a :class:`Declined` (a candidate the pattern leaves unchanged)."""
 
     op: Operation
     pattern: RewritePattern
     match: Any
 
     @property
-    def refused(self) -> bool:
-        return isinstance(self.match, Refusal)
+    def declined(self) -> bool:
+        return isinstance(self.match, Declined)
 
     def describe(self) -> str:
-        """What the rewrite will do, or why the op is left (a refusal's reason)."""
-        if isinstance(self.match, Refusal):
+        """What the rewrite will do, or why the op is left (a decline's reason)."""
+        if isinstance(self.match, Declined):
             return str(self.match)
         return self.pattern.describe(self.op, self.match)
 
@@ -103,10 +113,7 @@ class RewriteResult:
 
     rewritten: int = 0
     removed_ops: int = 0
-    refusals: list[Refusal] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return self.rewritten > 0
+    declined: list[Declined] = field(default_factory=list)
 
 
 def _ops_before(block: Block, anchor: Operation, stop: Operation | None) -> list[Operation]:
@@ -154,11 +161,37 @@ class Rewriter:
         self._replacements: dict[Var, Var] = {}
         self._created: list[Operation] = []
         self._roots: list[Operation] = []
+        self._consts: dict[tuple, Var] = {}
+        #: The op being rewritten: :meth:`add` builds right before it (the driver sets it).
+        self.anchor: Operation | None = None
 
     # -- building -------------------------------------------------------------------------
     def unique_name(self, base: str) -> str:
         """``base`` if no var or op has it yet, else ``base_1``, ``base_2``, …"""
         return self._fresh.fresh(base)
+
+    def add(self, op_type: str, name: str | None = None, **inputs: Any) -> Any:
+        """Build ``op_type`` right before the op being rewritten and return its output var(s);
+        ``name`` is a hint (default: the rewritten op's name), made unique."""
+        if self.anchor is None:
+            raise RuntimeError("add() builds at the op being rewritten: call it from a pattern's rewrite")
+        return self.emit(self.anchor, op_type, name or self.anchor.name, **inputs)
+
+    def const(self, value: Any, name: str = "const") -> Var:
+        """A const of ``value`` first in the function of the op being rewritten: one per value
+        (dtype, shape and bytes) and function in a run, so patterns share their constants."""
+        if self.anchor is None:
+            raise RuntimeError("const() builds in the function of the op being rewritten: call it from a rewrite")
+        array = np.asarray(value)
+        block = self.anchor.enclosing_block
+        while block.outer_op is not None:
+            block = block.outer_op.enclosing_block
+        key = (block, type(value), array.dtype.str, array.shape, array.tobytes())
+        var = self._consts.get(key)
+        if var is None or var.op.enclosing_block is None:
+            var = self.emit(block.operations[0], "const", name, val=value)
+            self._consts[key] = var
+        return var
 
     def emit(self, anchor: Operation, op_type: str, name: str, **inputs: Any) -> Any:
         """Build ``op_type`` right before ``anchor`` and return its output var(s).
@@ -186,10 +219,14 @@ class Rewriter:
         if old.op is not None:
             self._roots.append(old.op)
 
-    def replace_op(self, op: Operation, new_outputs: list[Var] | tuple[Var, ...]) -> None:
-        """Replace every output of ``op`` by the matching var of ``new_outputs``."""
+    def replace_op(self, op: Operation, new_outputs: Replacements) -> None:
+        """Replace the outputs of ``op`` by ``new_outputs`` (:data:`Replacements`: one var for the
+        first output, or one entry per output, ``None`` for an output that stays)."""
+        if isinstance(new_outputs, Var):
+            new_outputs = (new_outputs,)
         for old, new in zip(op.outputs, new_outputs):
-            self.replace(old, new)
+            if new is not None:
+                self.replace(old, new)
 
     def _resolve(self, var: Var) -> Var:
         seen = 0
@@ -309,38 +346,38 @@ def _dispatch(patterns: list[RewritePattern] | tuple[RewritePattern, ...]) -> di
 
 
 def _first_match(op: Operation, candidates: list[RewritePattern]) -> tuple[Match | None, list[Match]]:
-    """The first pattern (in order) that matches ``op``, and the refusals met before it."""
-    refusals: list[Match] = []
+    """The first pattern (in order) that matches ``op``, and the declines met before it."""
+    declines: list[Match] = []
     for pattern in candidates:
         match = pattern.match(op)
         if match is None:
             continue
-        if isinstance(match, Refusal):
-            refusals.append(Match(op, pattern, match))
+        if isinstance(match, Declined):
+            declines.append(Match(op, pattern, match))
             continue
-        return Match(op, pattern, match), refusals
-    return None, refusals
+        return Match(op, pattern, match), declines
+    return None, declines
 
 
 def find_matches(
     prog: Program, patterns: list[RewritePattern] | tuple[RewritePattern, ...]
 ) -> tuple[list[Match], list[Match]]:
     """What :func:`apply_patterns` would rewrite first, without rewriting: every op's first
-    match, and the refusals of ops no pattern matched. ``prog`` is not changed. The patterns
+    match, and the declines of ops no pattern matched. ``prog`` is not changed. The patterns
     change ``prog`` exactly when the list of matches is not empty."""
     dispatch = _dispatch(patterns)
     matches: list[Match] = []
-    refused: list[Match] = []
+    declined: list[Match] = []
     for op in iter_ops(prog):
         candidates = dispatch.get(op.op_type)
         if not candidates:
             continue
-        found, refusals = _first_match(op, candidates)
+        found, declines = _first_match(op, candidates)
         if found is not None:
             matches.append(found)
         else:
-            refused.extend(refusals)
-    return matches, refused
+            declined.extend(declines)
+    return matches, declined
 
 
 def apply_patterns(
@@ -349,20 +386,24 @@ def apply_patterns(
     """Run ``patterns`` over every op of ``prog`` until nothing more matches."""
     dispatch = _dispatch(patterns)
     result = RewriteResult()
-    refusals: dict[Operation, list[Refusal]] = {}
+    declines: dict[Operation, list[Declined]] = {}
     rewriter = Rewriter(prog)
     worklist = [op for op in iter_ops(prog) if op.op_type in dispatch]
     while worklist:
         for op in worklist:
             if op.enclosing_block is None:
                 continue
-            refusals.pop(op, None)
-            found, refused = _first_match(op, dispatch.get(op.op_type, []))
+            declines.pop(op, None)
+            found, declined = _first_match(op, dispatch.get(op.op_type, []))
             if found is not None:
-                found.pattern.rewrite(op, found.match, rewriter)
+                rewriter.anchor = op
+                replacements = found.pattern.rewrite(op, found.match, rewriter)
+                if replacements is not None:
+                    rewriter.replace_op(op, replacements)
+                rewriter.anchor = None
                 result.rewritten += 1
-            elif refused:
-                refusals[op] = [m.match for m in refused]
+            elif declined:
+                declines[op] = [m.match for m in declined]
         removed, touched = rewriter.commit()
         result.removed_ops += removed
         revisit: dict[Operation, None] = {}
@@ -374,9 +415,9 @@ def apply_patterns(
                     if nested.op_type in dispatch:
                         revisit[nested] = None
         worklist = list(revisit)
-    result.refusals = [r for op, found in refusals.items() if op.enclosing_block is not None for r in found]
-    for refusal in result.refusals:
-        logger.debug("%s left %s", pass_name, refusal)
+    result.declined = [d for op, found in declines.items() if op.enclosing_block is not None for d in found]
+    for decline in result.declined:
+        logger.debug("%s left %s", pass_name, decline)
     return result
 
 
@@ -396,5 +437,5 @@ class PatternPass(AbstractGraphPass):
         self.last_result = apply_patterns(prog, self.patterns(), pass_name=self.name)
 
     def find_matches(self, prog: Program) -> tuple[list[Match], list[Match]]:
-        """What this pass would rewrite first, and what it would refuse; ``prog`` unchanged."""
+        """What this pass would rewrite first, and what it would decline; ``prog`` unchanged."""
         return find_matches(prog, self.patterns())

@@ -1,21 +1,23 @@
 """Run passes on a Program: one registered pass (:func:`run_pass`, the one way the package, verify,
-the fuzzer and the tests run a pass), or the package's passes with a report of what changed
-(:func:`run_passes`; ``package.optimize`` does it for a saved model)."""
+the fuzzer and the tests run a pass), a whole pipeline (:func:`run_pipeline`), or the package's
+passes with a report of what changed (:func:`run_passes`; ``package.optimize`` does it for a saved
+model)."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline, PassPipelineManager
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
+from .declaration import UnknownPass, resolve_pass  # noqa: F401  (UnknownPass: raised by run_passes)
 from .lint import Finding, lint
-from .placement import PASS_NAMES, PIPELINE_ORDER
-from .rewriter import Refusal
+from .schedule import PIPELINE_ORDER
+from .rewriter import Declined, RewriteResult
 from .ir import op_counts
 
 CLEANUP = ("common::dead_code_elimination",)
@@ -23,12 +25,12 @@ CLEANUP = ("common::dead_code_elimination",)
 
 @dataclass
 class PassRun:
-    """One pass's run: its time, how many rewrites it made, and what it refused and why."""
+    """One pass's run: its time, how many rewrites it made, and what it declined and why."""
 
     name: str
     seconds: float
     rewritten: int | None
-    refusals: list[Refusal] = field(default_factory=list)
+    declined: list[Declined] = field(default_factory=list)
 
 
 @dataclass
@@ -42,49 +44,31 @@ class OptimizeReport:
     passes: list[PassRun]
 
 
-def _rewritten(instance) -> tuple[int | None, list[Refusal]]:
-    result = getattr(instance, "last_result", None)
-    if result is not None:
-        return result.rewritten, list(result.refusals)
-    renames = getattr(instance, "renames", None)
-    return (len(renames) if renames is not None else None), []
-
-
-class UnknownPass(ValueError):
-    """A pass name that is not registered."""
-
-
 def resolve_pass_names(pass_names: Iterable[str] | None = None) -> list[str]:
-    """Registry names for ``pass_names`` (default: the package's passes as ``pipeline()`` runs them).
-
-    A name without a namespace is one of the package's (``concat_slice_to_slice_concat`` is
-    ``webnn::concat_slice_to_slice_concat``); coremltools' passes are named in full
-    (``common::const_elimination``). Raises :class:`UnknownPass` naming the first unknown one.
-    """
+    """Registry names for ``pass_names`` (default: the package's passes as ``pipeline()`` runs them),
+    each by :func:`~mil_passes.declaration.resolve_pass`: a bare name is one of the package's.
+    Raises :class:`UnknownPass` naming the first unknown one."""
     if pass_names is None:
         return list(PIPELINE_ORDER)
-    names = []
-    for name in pass_names:
-        full = name if "::" in name else f"webnn::{name}"
-        if full not in PASS_REGISTRY:
-            known = ", ".join(PASS_NAMES)
-            raise UnknownPass(f"unknown pass '{name}' (the package's passes: {known})")
-        names.append(full)
-    return names
+    return [resolve_pass(name) for name in pass_names]
 
 
-def run_pass(prog: Program, name: str | PassPipeline, options_of: PassPipeline | None = None) -> Any:
-    """Run the registered pass ``name`` on ``prog`` in place, with the options the pipeline
-    ``options_of`` sets for it; a ``PassPipeline`` given as ``name`` runs whole. Returns the pass
-    instance (``None`` for a pipeline): its ``last_result`` or ``renames`` say what it did."""
-    if isinstance(name, PassPipeline):
-        PassPipelineManager.apply_pipeline(prog, name)
-        return None
+def run_pass(prog: Program, name: str, options_of: PassPipeline | None = None) -> RewriteResult | None:
+    """Run the registered pass ``name`` (a registry name) on ``prog`` in place, with the options the
+    pipeline ``options_of`` sets for it: the one way the package, verify, the fuzzer and the tests run
+    a pass. Returns what the package's passes report they did (``None`` for coremltools' own)."""
+    if not isinstance(name, str):
+        raise TypeError(f"run_pass runs one pass by its registry name, got {type(name).__name__} (run_pipeline?)")
     instance = PASS_REGISTRY[name]
     if options_of is not None:
         instance.set_options(options_of.get_options(name))
     instance(prog)
-    return instance
+    return getattr(instance, "last_result", None)
+
+
+def run_pipeline(prog: Program, pipeline: PassPipeline) -> None:
+    """Run every pass of ``pipeline`` on ``prog`` in place, as ``ct.convert`` runs it."""
+    PassPipelineManager.apply_pipeline(prog, pipeline)
 
 
 def run_passes(
@@ -107,9 +91,11 @@ def run_passes(
         if on_pass is not None:
             on_pass(name)
         start = time.perf_counter()
-        instance = run_pass(prog, name)
+        result = run_pass(prog, name)
         seconds = time.perf_counter() - start
-        rewritten, refusals = _rewritten(instance)
-        runs.append(PassRun(name, seconds, rewritten, refusals))
+        if result is None:
+            runs.append(PassRun(name, seconds, None))
+        else:
+            runs.append(PassRun(name, seconds, result.rewritten, list(result.declined)))
     prog.validate()
     return OptimizeReport(ops_before, op_counts(prog), findings_before, lint(prog), runs)

@@ -38,8 +38,8 @@ import numpy as np
 from coremltools.converters.mil.mil import Program, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
-from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
+from .declaration import UnknownPass, resolve_pass
 from .fingerprint import Fingerprinter
 from .ir import iter_ops, op_counts
 from .runner import run_pass
@@ -80,7 +80,7 @@ class UnknownPipeline(VerifyError):
 
 
 def _mil_passes_pipeline() -> PassPipeline:
-    from .placement import pipeline
+    from .schedule import pipeline
 
     return pipeline()
 
@@ -112,10 +112,10 @@ def resolve_pipeline(pipeline: str | PassPipeline | Sequence[str]) -> PassPipeli
                 f"{', '.join(PIPELINES)}; or name passes as P1,P2,..."
             )
         pipeline = [name.strip() for name in pipeline.split(",") if name.strip()]
-    names = [name if "::" in name else f"webnn::{name}" for name in pipeline]
-    for given, name in zip(pipeline, names):
-        if name not in PASS_REGISTRY.passes:
-            raise UnknownPipeline(f"unknown pass '{given}' (not in coremltools' pass registry)")
+    try:
+        names = [resolve_pass(name) for name in pipeline]
+    except UnknownPass as unknown:
+        raise UnknownPipeline(str(unknown)) from None
     if not names:
         raise UnknownPipeline("no passes named")
     return PassPipeline(pass_names=names, pipeline_name="custom")

@@ -10,15 +10,6 @@ from coremltools.converters.mil.mil import Program
 
 from mil_passes.ir import iter_ops
 from mil_passes.reference import UnsupportedOpError, evaluate
-from mil_passes.runner import run_pass
-
-
-def run_registered(prog: Program, pass_name: str):
-    """Run the registered pass ``pass_name`` on ``prog``, check it validates, return the pass
-    instance (``last_result``, ``renames``: what it did)."""
-    instance = run_pass(prog, pass_name)
-    prog.validate()
-    return instance
 
 
 def only_op(prog: Program, op_type: str):

@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 
 from benchmarks.guards import HEADER, GuardCost, guard_cost, unguarded
-from mil_passes.placement import GUARD_NAMES, INT16_NARROWING, REPLACEMENTS
+from mil_passes.schedule import GUARD_NAMES, INT16_NARROWING, REPLACEMENTS
 
 import mil_passes
 

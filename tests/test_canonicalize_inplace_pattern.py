@@ -14,7 +14,7 @@ from coremltools.converters.mil.mil.scope import ScopeInfo, ScopeSource
 import mil_passes
 from mil_passes.passes.canonicalize_inplace_pattern import single_pass_scopes
 from mil_passes.reference.state import evaluate_steps
-from mil_passes.testing import run_pass
+from mil_passes.runner import run_pass
 from mil_passes.testing.plants.states import StatePlant, StatefulProgram, check_stateful
 
 PASS = "webnn::canonicalize_inplace_pattern"

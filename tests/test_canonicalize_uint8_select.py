@@ -23,10 +23,11 @@ from mil_passes.passes.canonicalize_uint8_select import (
     SelectOfOnesZeros,
 )
 from mil_passes.ir import iter_ops
-from mil_passes.rewriter import Refusal
+from mil_passes.rewriter import Declined
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
 from mil_passes.testing.strategies import OPSETS, programs
-from pass_helpers import evaluates, only_op, run_registered
+from mil_passes.runner import run_pass as registered_run
+from pass_helpers import evaluates, only_op
 
 PASS = "webnn::canonicalize_uint8_select"
 IOS17 = ct.target.iOS17
@@ -97,17 +98,19 @@ def assert_canonical(prog: Program) -> None:
 
 def run_pass(prog: Program):
     """Apply the pass directly; return its RewriteResult."""
-    return run_registered(prog, PASS).last_result
+    result = registered_run(prog, PASS)
+    prog.validate()
+    return result
 
 
 def refusal(pattern, op) -> str:
     result = pattern.match(op)
-    assert isinstance(result, Refusal), f"{type(pattern).__name__} matched {op.name}"
+    assert isinstance(result, Declined), f"{type(pattern).__name__} matched {op.name}"
     return result.reason
 
 
 def not_a_candidate(pattern, op) -> bool:
-    """The pattern leaves ``op`` alone without a reason to report (None, not a Refusal)."""
+    """The pattern leaves ``op`` alone without a reason to report (None, not a Declined)."""
     return pattern.match(op) is None
 
 
@@ -613,7 +616,7 @@ def test_new_ops_carry_the_scope_of_what_they_replace():
 def test_refusals_are_reported():
     result = run_pass(_select_constants(FP32, np.ones((2, 2)), 0, cond_shape=(1, 2)))
     assert result.rewritten == 0
-    assert [str(r) for r in result.refusals] == ["select 'out': cond's shape (1, 2) is not the output's (2, 2)"]
+    assert [str(r) for r in result.declined] == ["select 'out': cond's shape (1, 2) is not the output's (2, 2)"]
 
 
 def test_ops_no_rule_applies_to_are_not_reported():
@@ -628,7 +631,7 @@ def test_ops_no_rule_applies_to_are_not_reported():
         return mb.select(cond=above, a=x, b=y, name="out"), half, below, scaled
 
     result = run_pass(prog)
-    assert result.rewritten == 0 and result.refusals == []
+    assert result.rewritten == 0 and result.declined == []
 
 
 # -- the pywebnn coverage cases, as a WebNN converter emits them --------------------------------

@@ -20,7 +20,7 @@ from coremltools.converters.mil.mil import get_new_symbol, types
 
 from mil_passes import PASS_NAMES
 from mil_passes.package import io as mlpackage
-from mil_passes.placement import PIPELINE_ORDER
+from mil_passes.schedule import PIPELINE_ORDER
 from mil_passes.cli import main, progress_enabled
 from mil_passes.examples import streaming_cache_program
 from mil_passes.lint.placement import RULES as PLACEMENT_RULES

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from mil_passes.cli.pass_list import PASSES
+from mil_passes.cli.pass_list import pass_rows
 from mil_passes.cli.optional_frameworks import OPTIONAL_FRAMEWORKS, optional_frameworks_refused
 
 
@@ -82,7 +82,7 @@ def test_importing_the_package_imports_no_coremltools_and_registers_once_it_is()
     )
     assert report["before"] is False
     assert report["registered"] == ["webnn::fold_shape_ops", "webnn::rename_duplicate_temporaries"]
-    assert report["names"] == [name for name, _ in PASSES]
+    assert report["names"] == [name for name, _ in pass_rows()]
 
 
 @pytest.mark.parametrize("module", ["mil_passes.ir", "mil_passes.testing", "mil_passes.reference", "mil_passes.lint"])
@@ -107,7 +107,7 @@ def test_pipeline_stays_the_function_when_its_module_is_imported_first():
         """
         import json
         import mil_passes
-        from mil_passes.runner import run_passes  # imports mil_passes/placement.py first
+        from mil_passes.runner import run_passes  # imports mil_passes/schedule.py first
         print(json.dumps({"callable": callable(mil_passes.pipeline),
                           "passes": len(mil_passes.pipeline().passes)}))
         """
@@ -115,15 +115,11 @@ def test_pipeline_stays_the_function_when_its_module_is_imported_first():
     assert report["callable"] is True and report["passes"] > 0
 
 
-def test_catalogue_matches_the_registered_passes_and_their_docstrings():
-    from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+def test_the_declarations_read_from_source_are_the_imported_modules_own():
+    from mil_passes.declaration import declared
+    from mil_passes.passes import DECLARATIONS
 
-    import mil_passes
-
-    assert [name for name, _ in PASSES] == list(mil_passes.PASS_NAMES)
-    for name, summary in PASSES:
-        doc = (type(PASS_REGISTRY[name]).__doc__ or "").strip().splitlines()
-        assert summary == doc[0], name
+    assert declared() == DECLARATIONS and len(DECLARATIONS) == 10
 
 
 def test_frameworks_are_refused_only_while_coremltools_is_first_imported(monkeypatch):

@@ -786,8 +786,8 @@ def test_refusal(case, caplog):
     with caplog.at_level(logging.DEBUG, logger="mil_passes"):
         rewrite(prog)
     assert mil(prog) == before
-    assert not rewrite.last_result
-    assert [str(refusal) for refusal in rewrite.last_result.refusals] == [reason]
+    assert rewrite.last_result.rewritten == 0
+    assert [str(refusal) for refusal in rewrite.last_result.declined] == [reason]
     assert f"{PASS} left {reason}" in caplog.messages
 
 
@@ -798,7 +798,7 @@ def test_window_of_another_op_is_no_match():
 
     rewrite = ConcatSliceToSliceConcat()
     rewrite(prog)
-    assert not rewrite.last_result and rewrite.last_result.refusals == []
+    assert rewrite.last_result.rewritten == 0 and rewrite.last_result.declined == []
 
 
 # -- random concats and windows -------------------------------------------------------------------
@@ -956,5 +956,5 @@ def test_a_concat_of_scalars_is_refused():
     prog = build()
     graph_pass = PASS_REGISTRY[PASS]
     graph_pass(prog)
-    assert [r.reason for r in graph_pass.last_result.refusals] == ["concat input 'first' is a scalar"]
+    assert [r.reason for r in graph_pass.last_result.declined] == ["concat input 'first' is a scalar"]
     check_pass(build, PASS)

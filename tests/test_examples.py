@@ -71,6 +71,8 @@ def test_weights_are_seeded():
     b = streaming_cache_program(layers=1, channels=2, seed=3)
     weight = lambda p: p.functions["main"].find_ops(op_type="conv")[0].weight.val  # noqa: E731
     np.testing.assert_array_equal(weight(a), weight(b))
+    other = streaming_cache_program(layers=1, channels=2, seed=4)
+    assert not np.array_equal(weight(a), weight(other))  # the seed chooses the weights
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ def run(prog) -> dict[str, str]:
     """Apply the pass; return the reason of every refusal, by op name."""
     graph_pass = PASS_REGISTRY[PASS]
     graph_pass.apply(prog)
-    return {r.op.name: r.reason for r in graph_pass.last_result.refusals}
+    return {r.op.name: r.reason for r in graph_pass.last_result.declined}
 
 
 def ops(prog, op_type: str) -> list:

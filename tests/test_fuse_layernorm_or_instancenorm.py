@@ -13,7 +13,7 @@ from coremltools.converters.mil.mil import types
 import mil_passes
 from mil_passes.reference import evaluate
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing import run_pass
+from mil_passes.runner import run_pass, run_pipeline
 
 PASS = "webnn::fuse_layernorm_or_instancenorm"
 X = {"x": np.array([[1.0, -2.0, 3.0, 0.5], [0.0, 4.0, -1.0, 2.0]], np.float32)}
@@ -67,7 +67,7 @@ def test_the_pipeline_runs_it_in_place_of_coremltools_pass():
     base = ct.PassPipeline.DEFAULT
     base.remove_passes({"common::add_fp16_cast"})
     after = layer_norm_pattern()
-    run_pass(after, mil_passes.pipeline(base))  # DEFAULT raises here
+    run_pipeline(after, mil_passes.pipeline(base))  # DEFAULT raises here
     assert_equivalent(layer_norm_pattern(), after, X)
 
 

@@ -11,7 +11,7 @@ from hypothesis import settings
 
 import mil_passes
 import mil_passes.testing.fuzz.fuzzer as fuzz_module
-from mil_passes.rewriter import PatternPass, Refusal, RewritePattern
+from mil_passes.rewriter import PatternPass, Declined, RewritePattern
 from mil_passes.testing.fuzz.fuzzer import Failure, FuzzReport, default_targets, fuzz, main, select_targets
 from mil_passes.testing.strategies import programs
 
@@ -27,7 +27,7 @@ class SwapFirstTwo(RewritePattern):
     def match(self, op):
         values = op.values
         if op.name.endswith("_swapped") or len(values) < 2 or values[0] is values[1]:
-            return Refusal(op, "nothing to swap")
+            return Declined(op, "nothing to swap")
         return values
 
     def rewrite(self, op, values, rewriter):
@@ -44,7 +44,7 @@ class OrderOperands(RewritePattern):
 
     def match(self, op):
         if op.x.name <= op.y.name:
-            return Refusal(op, "already in order")
+            return Declined(op, "already in order")
         return True
 
     def rewrite(self, op, match, rewriter):

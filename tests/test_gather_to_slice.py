@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
-from hypothesis import strategies as st
 
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol, types
 
-from mil_passes.ir import iter_ops
+from mil_passes.rewriter import Declined
 from mil_passes.lint import lint
 from mil_passes.passes.gather_to_slice import MAX_RUNS, GatherOfConstantIndices, runs_of
-from mil_passes.testing import check_pass, op_counts, run_pass
-from mil_passes.testing.strategies import OPSETS, programs
-from pass_helpers import evaluates, only_op
+from mil_passes.runner import run_pass
+from mil_passes.testing import check_pass, op_counts
+from pass_helpers import only_op
 
 PASS = "webnn::gather_to_slice"
 
@@ -57,7 +55,7 @@ def test_more_runs_than_it_takes_stay_a_gather():
     build = gather([0, 2, 4, 6, 1])
     prog = build()
     match = GatherOfConstantIndices().match(only_op(prog, "gather"))
-    assert not match and f"at most {MAX_RUNS}" in match.reason
+    assert isinstance(match, Declined) and f"at most {MAX_RUNS}" in match.reason
 
 
 @pytest.mark.parametrize(
@@ -72,7 +70,7 @@ def test_refusals_say_why(shape, indices, reason):
     prog = gather(indices, shape=shape)()
     before = str(prog)
     match = GatherOfConstantIndices().match(only_op(prog, "gather"))
-    assert not match and reason in match.reason
+    assert isinstance(match, Declined) and reason in match.reason
     run_pass(prog, PASS)
     assert str(prog) == before
 
@@ -95,11 +93,3 @@ def test_lint_names_the_pass_only_where_it_rewrites():
     assert finding.fix == PASS and finding.severity == "warning"
     (left,) = [f for f in lint(gather([0, 2, 4, 6, 1])()) if f.rule == "ane-gather"]
     assert left.fix is None and "CPU/GPU" in left.message
-
-
-@given(st.sampled_from(OPSETS).flatmap(lambda opset: programs(opset, plant=[PASS])))
-def test_random_programs_with_the_plant_stay_exact(drawn):
-    assume(evaluates(drawn))
-    for inputs in drawn.feeds:
-        after = check_pass(drawn.build, PASS, inputs=inputs)
-    assert not [op for op in iter_ops(after) if op.op_type == "gather" and GatherOfConstantIndices().match(op)]

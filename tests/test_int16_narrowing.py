@@ -1,4 +1,4 @@
-"""The op_selector pipeline() gives common::add_int16_cast (mil_passes/guards/int16_narrowing.py):
+"""The op_selector pipeline() gives common::add_int16_cast (mil_passes/int16_narrowing.py):
 which ops may be narrowed, the user's own selector, and run-time int32 values under the pipeline."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from coremltools.converters.mil.mil import Function, Program, get_new_symbol, ty
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 
 import mil_passes
-from mil_passes.guards.int16_narrowing import int16_narrowing_is_exact, narrowing_selector
-from mil_passes.placement import INT16_NARROWING
+from mil_passes.int16_narrowing import int16_narrowing_is_exact, narrowing_selector
+from mil_passes.schedule import INT16_NARROWING
 from mil_passes.reference import evaluate
 from mil_passes.testing import op_counts
 

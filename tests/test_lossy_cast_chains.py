@@ -14,7 +14,7 @@ from coremltools.converters.mil.mil import types
 from mil_passes.guards.rewrites import loses_nonzero
 from mil_passes.reference import evaluate
 from mil_passes.testing import check_pass, op_counts
-from mil_passes.testing import run_pass
+from mil_passes.runner import run_pass
 
 PASS = "webnn::guard_cast_optimization"
 FP32, FP16, INT32, INT8, UINT8, BOOL = types.fp32, types.fp16, types.int32, types.int8, types.uint8, types.bool

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
-from hypothesis import strategies as st
 
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol
 
-from mil_passes.ir import iter_ops
+from mil_passes.rewriter import Declined
 from mil_passes.lint import lint
 from mil_passes.passes.matmul_rank5_to_rank4 import Rank5Matmul
 from mil_passes.testing import check_pass, op_counts
-from mil_passes.testing.strategies import OPSETS, programs
-from pass_helpers import evaluates, only_op
+from pass_helpers import only_op
 
 PASS = "webnn::matmul_rank5_to_rank4"
 
@@ -70,7 +67,7 @@ def test_a_rank5_linear_becomes_rank4():
 )
 def test_refusals_say_why(x_shape, y_shape, reason):
     match = Rank5Matmul().match(only_op(matmul(x_shape, y_shape)(), "matmul"))
-    assert not match and reason in match.reason
+    assert isinstance(match, Declined) and reason in match.reason
 
 
 def test_rank4_is_not_a_candidate():
@@ -80,11 +77,3 @@ def test_rank4_is_not_a_candidate():
 def test_lint_names_the_pass():
     (finding,) = [f for f in lint(matmul((2, 3, 4, 8, 16), (16, 5))()) if f.rule == "ane-rank5-matmul"]
     assert finding.fix == PASS and finding.severity == "warning"
-
-
-@given(st.sampled_from(OPSETS).flatmap(lambda opset: programs(opset, plant=[PASS])))
-def test_random_programs_with_the_plant_stay_exact(drawn):
-    assume(evaluates(drawn))
-    for inputs in drawn.feeds:
-        after = check_pass(drawn.build, PASS, inputs=inputs)
-    assert not [op for op in iter_ops(after) if op.op_type in Rank5Matmul.op_types and Rank5Matmul().match(op)]

@@ -1,4 +1,4 @@
-"""The package surface: registration, PASS_NAMES, pipeline placement, CLI basics."""
+"""The package surface: registration, PASS_NAMES, the pipeline schedule, CLI basics."""
 
 import importlib
 import subprocess
@@ -14,37 +14,16 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 import mil_passes
 from mil_passes.cli import main
-from mil_passes.placement import GUARD_NAMES, REPLACEMENTS
+from mil_passes.schedule import GUARD_NAMES, PIPELINE_ORDER, REPLACEMENTS
 from mil_passes.testing import check_pass, op_counts
-
-#: The passes that run a second time, after the streaming rewrite, then fold_shape_ops a third
-#: time right after common::add_fp16_cast (see PLACEMENT).
-AGAIN = ("webnn::fold_shape_ops", "webnn::canonicalize_uint8_select", "webnn::fold_shape_ops")
-EXPECTED = (
-    "webnn::rename_duplicate_temporaries",
-    "webnn::canonicalize_uint8_select",
-    "webnn::fold_shape_ops",
-    "webnn::concat_slice_to_slice_concat",
-    "webnn::band_part_difference_to_select",
-    "webnn::gather_to_slice",
-    "webnn::topk_to_argmax",
-    "webnn::matmul_rank5_to_rank4",
-)
-#: Every run of the package's passes in a pipeline, in order (see PLACEMENT).
-RUNS = (*EXPECTED[:4], "webnn::fold_shape_ops", *EXPECTED[4:], *AGAIN[1:])
-
-
-def test_every_pass_is_registered_in_pipeline_order():
-    assert mil_passes.PASS_NAMES == EXPECTED
-    for name in mil_passes.PASS_NAMES:
-        instance = PASS_REGISTRY[name]  # a fresh instance of the class the package registered
-        assert type(instance).__module__ == f"mil_passes.passes.{name.split('::')[1]}"
 
 
 def test_importing_twice_is_safe():
+    names, runs = mil_passes.PASS_NAMES, list(mil_passes.pipeline().passes)
     importlib.reload(importlib.import_module("mil_passes.passes"))
     importlib.reload(mil_passes)
-    assert mil_passes.PASS_NAMES == EXPECTED
+    assert mil_passes.PASS_NAMES == names and list(mil_passes.pipeline().passes) == runs
+    assert all(name in PASS_REGISTRY for name in names)
 
 
 def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
@@ -54,13 +33,13 @@ def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
     original = {new: old for old, new in REPLACEMENTS}  # coremltools' passes pipeline() runs fixed
     names = [original.get(n, n) for n in mil_passes.pipeline(base).passes if n not in GUARD_NAMES]
     assert list(base.passes) == before
-    assert [n for n in names if n.startswith("webnn::")] == list(RUNS)
+    assert [n for n in names if n.startswith("webnn::")] == list(PIPELINE_ORDER)
     assert names.index("webnn::rename_duplicate_temporaries") == 0
     assert names.index("webnn::canonicalize_uint8_select") < names.index("common::select_optimization")
     first_const_elimination = names.index("common::const_elimination")
     for name in ("webnn::fold_shape_ops", "webnn::concat_slice_to_slice_concat"):
         assert first_const_elimination < names.index(name) < names.index("common::remove_symbolic_reshape")
-    # fold_shape_ops runs again after the streaming rewrite (see PLACEMENT).
+    # fold_shape_ops runs again after the streaming rewrite (see the passes' slots).
     folds = [i for i, n in enumerate(names) if n == "webnn::fold_shape_ops"]
     assert (
         names.index("webnn::concat_slice_to_slice_concat") < folds[1] < names.index("common::remove_symbolic_reshape")
@@ -74,10 +53,6 @@ def test_pipeline_places_passes_after_const_elimination_and_leaves_base_alone():
     # And fold_shape_ops a third time, right after add_fp16_cast re-creates the reshapes.
     assert folds[2] == names.index("common::add_fp16_cast") + 1
     assert [n for n in names if not n.startswith("webnn::")] == before
-
-
-def test_pipeline_on_empty_base_is_the_package_passes_in_order():
-    assert tuple(mil_passes.pipeline(ct.PassPipeline.EMPTY).passes) == RUNS
 
 
 def test_pipeline_is_idempotent_where_a_removed_window_joins_two_logical_nots():
@@ -120,12 +95,6 @@ def test_the_old_module_paths_of_0x_are_gone():
         importlib.import_module("mil_passes.mlpackage")
 
 
-def test_importing_the_placement_module_leaves_the_pipeline_function_in_place():
-    importlib.import_module("mil_passes.placement")
-    assert callable(mil_passes.pipeline)
-    assert mil_passes.PASS_NAMES[0] in mil_passes.pipeline().passes
-
-
 def test_the_product_never_imports_the_test_kit():
     code = (
         "import sys, mil_passes, mil_passes.cli.main, mil_passes.package.optimize, mil_passes.cli.demo, "
@@ -134,23 +103,3 @@ def test_the_product_never_imports_the_test_kit():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
-
-
-def test_cli_list_names_every_pass(capsys):
-    assert main(["list"]) == 0
-    out = capsys.readouterr().out
-    for name in EXPECTED:
-        assert name in out
-
-
-def test_console_script_runs_the_demo_on_a_small_example(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "mil_passes.cli", "demo", "-o", str(tmp_path), "--layers", "3", "--channels", "16"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "windows the Neural Engine refuses: 3 before, 0 after" in result.stdout
-    assert "bit-identical" in result.stdout
-    assert (tmp_path / "streaming_cache.mlpackage").is_dir()
-    assert (tmp_path / "streaming_cache_fixed.mlpackage").is_dir()

@@ -11,7 +11,7 @@ from coremltools.converters.mil import Builder as mb
 
 from mil_passes.guards.copies import INFERS_END_MASK, _written_end_mask
 from mil_passes.testing import assert_equivalent, check_pass, op_counts
-from mil_passes.testing import run_pass
+from mil_passes.runner import run_pass
 
 PASS = "webnn::guard_use_reflection_padding"
 X = {"x": np.arange(8, dtype=np.float32).reshape(1, 2, 4)}

@@ -16,7 +16,7 @@ from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from mil_passes.guards.partially_known_values import typed_value
 from mil_passes.testing import check_pass, op_counts
-from mil_passes.testing import run_pass
+from mil_passes.runner import run_pass
 
 PASS = "webnn::guard_const_elimination"
 FP32, BOOL = types.fp32, types.bool
@@ -75,7 +75,7 @@ def test_const_eliminations_skip_const_by_size_holds_for_the_guard_in_the_pipeli
     prog = slice_of_concat([-10.5, 0.25], read_by="add")
     guard(prog)
     assert "slice_by_index" in op_counts(prog)  # 2 elements > 1: left, as const_elimination leaves it
-    assert [str(r) for r in guard.last_result.refusals] == [
+    assert [str(r) for r in guard.last_result.declined] == [
         "slice_by_index 'window': a value has more than skip_const_by_size=1 elements"
     ]
     with pytest.raises(ValueError, match="skip_const_by_size must be a number"):

@@ -12,10 +12,10 @@ import coremltools as ct
 from coremltools.converters.mil.mil import types
 
 import mil_passes
-from mil_passes.placement import BACKEND_RUNS, GUARDS, INT16_NARROWING
+from mil_passes.schedule import BACKEND_RUNS, GUARDS, INT16_NARROWING
 from mil_passes.reference import evaluate
 from mil_passes.testing import assert_equivalent
-from mil_passes.testing import run_pass
+from mil_passes.runner import run_pipeline
 from mil_passes.cli.text_output import format_summary
 from mil_passes.verify import verify_program
 from pass_helpers import reproducer
@@ -151,7 +151,7 @@ def test_the_pipeline_is_exact_on_each_guarded_program():
     ]
     for build, feeds, sizes in cases:
         after = build()
-        run_pass(after, mil_passes.pipeline(base))
+        run_pipeline(after, mil_passes.pipeline(base))
         after.validate()
         assert_equivalent(build(), after, feeds, sizes=sizes)
 
@@ -212,7 +212,7 @@ def test_the_pipeline_keeps_a_requantization_across_a_reshape():
     base = ct.PassPipeline.DEFAULT
     base.remove_passes({"common::add_fp16_cast"})
     after = program()
-    run_pass(after, mil_passes.pipeline(base))
+    run_pipeline(after, mil_passes.pipeline(base))
     assert_equivalent(program(), after, {"x": np.array([[1.0, 2.0], [-3.0, 0.5]], np.float32)})
     assert "identity" not in {op.op_type for op in after.functions["main"].operations}  # noop_elimination removed it
 

@@ -10,7 +10,7 @@ from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import Operation, types
 
 from mil_passes.rewriter import (
-    Refusal,
+    Declined,
     RewritePattern,
     Rewriter,
     apply_patterns,
@@ -33,7 +33,7 @@ class DoubleReluToRelu(RewritePattern):
         if inner is None or inner.op_type != "relu":
             return None
         if len(inner.outputs[0].child_ops) > 1:
-            return Refusal(op, "inner relu has other uses")
+            return Declined(op, "inner relu has other uses")
         return inner
 
     def rewrite(self, op, inner, rewriter):
@@ -97,7 +97,7 @@ def test_refusals_are_kept_and_logged(caplog):
     with caplog.at_level(logging.DEBUG, logger="mil_passes"):
         result = apply_patterns(prog, [DoubleReluToRelu()], pass_name="webnn::test")
     assert result.rewritten == 0
-    assert [str(r) for r in result.refusals] == ["relu 'outer': inner relu has other uses"]
+    assert [str(r) for r in result.declined] == ["relu 'outer': inner relu has other uses"]
     assert "webnn::test left relu 'outer': inner relu has other uses" in caplog.text
 
 

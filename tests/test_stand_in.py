@@ -309,7 +309,7 @@ def test_plugin_samples_every_nth_test(pytester):
 
 @needs_test_utilities
 def test_plugin_gives_every_conversion_the_package_pipeline(pytester, monkeypatch):
-    pipeline_module = importlib.import_module("mil_passes.placement")  # lazily imported: maybe not yet
+    pipeline_module = importlib.import_module("mil_passes.schedule")  # lazily imported: maybe not yet
     seen = []
     real = pipeline_module.pipeline
     monkeypatch.setattr(pipeline_module, "pipeline", lambda base=None: seen.append(base) or real(base))

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
+from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
 from hypothesis.errors import NoSuchExample
 
 import mil_passes
 from mil_passes.reference import evaluate
 from mil_passes.ir import iter_ops
-from mil_passes.testing import run_pass
+from mil_passes.runner import run_pass
 from mil_passes.testing.programs.grower import MAX_SYMBOL
 from mil_passes.testing.programs.ops import OP_TABLE
 from mil_passes.testing.plants.passes import PLANTS
@@ -66,7 +67,15 @@ def test_every_op_table_entry_builds(entry):
         return any(step.op_type == entry.op_type for step in drawn.recipe.steps)
 
     drawn = find(programs(ops=[entry.op_type], plant=False, nested=False), has_it, settings=FIRST)
-    evaluate(drawn.reference(), drawn.feeds[0])
+    prog = drawn.reference()
+    results = evaluate(prog, drawn.feeds[0])
+    outputs = prog.functions["main"].outputs
+    assert set(results) >= {var.name for var in outputs}
+    for var in outputs:  # each output as typed: its dtype, its rank and every static size
+        value = np.asarray(results[var.name])
+        assert value.dtype == types.nptype_from_builtin(var.dtype), var.name
+        assert value.ndim == len(var.shape), var.name
+        assert all(is_symbolic(size) or value.shape[axis] == size for axis, size in enumerate(var.shape)), var.name
 
 
 def test_the_options_show_up_often():

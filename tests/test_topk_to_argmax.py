@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given
-from hypothesis import strategies as st
 
 import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 
-from mil_passes.ir import iter_ops
+from mil_passes.rewriter import Declined
 from mil_passes.lint import lint
 from mil_passes.passes.topk_to_argmax import IndexOfTopOne
 from mil_passes.testing import check_pass, op_counts
-from mil_passes.testing.strategies import OPSETS, programs
-from pass_helpers import evaluates, only_op
+from pass_helpers import only_op
 
 PASS = "webnn::topk_to_argmax"
 TIES = {"x": np.array([[1.0, 3.0, 3.0, np.nan, 2.0, np.nan], [-0.0, 0.0, -1.0, -1.0, 5.0, 5.0]], np.float32)}
@@ -41,7 +38,7 @@ def test_the_index_of_the_top_one_is_an_argmax_with_the_same_ties_and_nans():
 
 def test_an_ascending_topk_is_left_because_of_nan():
     match = IndexOfTopOne().match(only_op(topk(ascending=True)(), "topk"))
-    assert not match and "NaN" in match.reason
+    assert isinstance(match, Declined) and "NaN" in match.reason
 
 
 def test_axis_zero_keeps_its_dims():
@@ -58,7 +55,7 @@ def test_what_it_leaves(k, read, reason):
     if reason is None:
         assert match is None
     else:
-        assert not match and reason in match.reason
+        assert isinstance(match, Declined) and reason in match.reason
 
 
 def test_lint_names_the_pass_for_the_index_and_not_for_a_k_of_two():
@@ -66,11 +63,3 @@ def test_lint_names_the_pass_for_the_index_and_not_for_a_k_of_two():
     assert finding.fix == PASS and finding.severity == "error"
     (left,) = [f for f in lint(topk(k=2)()) if f.rule == "ane-topk-sort"]
     assert left.fix is None
-
-
-@given(st.sampled_from(OPSETS).flatmap(lambda opset: programs(opset, plant=[PASS])))
-def test_random_programs_with_the_plant_stay_exact(drawn):
-    assume(evaluates(drawn))
-    for inputs in drawn.feeds:
-        after = check_pass(drawn.build, PASS, inputs=inputs)
-    assert not [op for op in iter_ops(after) if op.op_type == "topk" and IndexOfTopOne().match(op)]

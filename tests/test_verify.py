@@ -542,7 +542,7 @@ def test_run_pass_runs_a_registered_pass_with_the_pipelines_options():
     pipeline = resolve_pipeline(name)
     pipeline.set_options(name, {"skip_const_by_size": "1"})
     kept, folded = build(), build()
-    assert run_pass(kept, name, pipeline) is not None
+    assert run_pass(kept, name, pipeline) is None  # coremltools' own passes report nothing
     run_pass(folded, name)
     assert "add" in [op.op_type for op in kept.functions["main"].operations if op.name == "folded"]
     assert "folded" not in [op.name for op in folded.functions["main"].operations if op.op_type == "add"]

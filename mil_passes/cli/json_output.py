@@ -124,7 +124,7 @@ def optimize_json(run: PackageRun) -> dict:
                 "rewritten": pass_run.rewritten,
                 "refusals": [
                     {"op": refusal.op.name, "op_type": refusal.op.op_type, "reason": refusal.reason}
-                    for refusal in pass_run.refusals
+                    for refusal in pass_run.declined
                 ],
             }
             for pass_run in report.passes

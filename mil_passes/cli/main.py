@@ -415,10 +415,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from .pass_list import PASSES
+    from .pass_list import lines
 
-    for name, summary in PASSES:
-        print(f"{name:42s} {summary}")
+    print(*lines(everything=args.all), sep="\n")
     return EXIT_OK
 
 
@@ -529,6 +528,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=_verify_each)
 
     listing = _command(commands, "list", "the passes, in pipeline order")
+    listing.add_argument(
+        "--all", action="store_true", help="also the replacements of coremltools' passes and the guards, a line each"
+    )
     listing.set_defaults(run=_list)
 
     rule = _command(commands, "rule", "a lint rule: trigger, severity, chips, consequence, confidence, sources, fix")

@@ -1,39 +1,32 @@
-"""The passes as ``mil-passes list`` shows them, without importing coremltools.
-
-Each entry is the registered name and the first line of the pass class's docstring, in pipeline
-order (``mil_passes.PASS_NAMES``); ``tests/test_cli_startup.py`` checks both against the registry.
-"""
+"""What ``mil-passes list`` prints: the passes in pipeline order, each with its declared summary, read
+from the declarations without importing coremltools; with ``--all`` also the replacements of
+coremltools' passes and the guards (those need the registry, so coremltools starts)."""
 
 from __future__ import annotations
 
-PASSES: tuple[tuple[str, str], ...] = (
-    (
-        "webnn::rename_duplicate_temporaries",
-        "Make every var name and op name unique, keeping function input and output names.",
-    ),
-    (
-        "webnn::canonicalize_uint8_select",
-        "Make every ``select.cond`` and logical-op input come straight from a bool producer.",
-    ),
-    ("webnn::fold_shape_ops", "Fold ``shape`` ops and the arithmetic on their outputs into constants."),
-    (
-        "webnn::concat_slice_to_slice_concat",
-        "Rewrite every window of a concat's output as a concat of windows of its inputs.",
-    ),
-    (
-        "webnn::band_part_difference_to_select",
-        "Rewrite every float ``v - band_part(v)`` (torch's triu/tril) as a select of 0 and ``v``.",
-    ),
-    (
-        "webnn::gather_to_slice",
-        "Rewrite every gather by constant indices as slices (a concat of slices for several runs).",
-    ),
-    (
-        "webnn::topk_to_argmax",
-        "Rewrite every descending k=1 topk read for its index alone as a reduce_argmax.",
-    ),
-    (
-        "webnn::matmul_rank5_to_rank4",
-        "Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes.",
-    ),
-)
+from ..declaration import declared, pass_names
+
+
+def pass_rows() -> list[tuple[str, str]]:
+    """(registry name, summary) of each scheduled pass, in pipeline order."""
+    summary = {d.full_name: d.summary for d in declared()}
+    return [(name, summary[name]) for name in pass_names(declared())]
+
+
+def replacement_rows() -> list[tuple[str, str]]:
+    """(registry name, summary) of each corrected coremltools pass ``pipeline()`` runs in its place."""
+    return [(d.full_name, f"replaces {d.replaces.of}: {d.summary}") for d in declared() if d.replaces is not None]
+
+
+def guard_rows() -> list[tuple[str, str]]:
+    """(registry name, the pass it protects) of each guard, in pipeline order (imports coremltools)."""
+    from ..guards import GUARDS
+
+    return [(guard.name, f"guards {guard.protects} (docs/guards.md)") for guard in GUARDS]
+
+
+def lines(everything: bool = False) -> list[str]:
+    """The listing, one line each: the passes; with ``everything`` the replacements and guards too."""
+    rows = pass_rows() + (replacement_rows() + guard_rows() if everything else [])
+    width = max(42, *(len(name) for name, _ in rows))
+    return [f"{name:{width}s} {text}" for name, text in rows]

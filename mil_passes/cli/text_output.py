@@ -35,7 +35,7 @@ def format_report(report: OptimizeReport) -> str:
                 (
                     run.name,
                     "-" if run.rewritten is None else str(run.rewritten),
-                    str(len(run.refusals)),
+                    str(len(run.declined)),
                     f"{run.seconds * 1e3:.1f}",
                 )
                 for run in report.passes
@@ -55,9 +55,9 @@ def explain(report: OptimizeReport) -> str:
     """Each match a pass refused, and why, grouped by pass."""
     lines = []
     for run in report.passes:
-        if run.refusals:
-            lines.append(f"{run.name} left {len(run.refusals)} unchanged:")
-            lines.extend(f"  {printable(str(refusal))}" for refusal in run.refusals)  # names a line each
+        if run.declined:
+            lines.append(f"{run.name} left {len(run.declined)} unchanged:")
+            lines.extend(f"  {printable(str(refusal))}" for refusal in run.declined)  # names a line each
     return "\n".join(lines) if lines else "no pass refused a match"
 
 

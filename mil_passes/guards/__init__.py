@@ -1,7 +1,7 @@
 """Guards of coremltools' own passes: each keeps one pass of DEFAULT from miscompiling or raising on
 the programs it gets wrong, and leaves it every other program. docs/guards.md (generated from the
-guards' docstrings, :mod:`mil_passes.guards.doc`) states each bug; ``mil_passes.pipeline()`` runs
-each guard right before every run of the pass it protects (``mil_passes.placement``).
+guards' docstrings by :mod:`mil_passes.derived_docs`) states each bug; ``mil_passes.pipeline()`` runs
+each guard right before every run of the pass it protects (``mil_passes.schedule``).
 
 Importing this package registers every guard as ``webnn::guard_<the protected pass's name>``.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import consts, copies, hidden, partially_known_values, rewrites, scale_normalization
 from .guard import Guard, register
 
-#: Every guard, in the order ``pipeline()`` has always listed them (``placement.GUARDS``).
+#: Every guard, in the order ``pipeline()`` has always listed them (``schedule.GUARDS``).
 GUARDS: tuple[Guard, ...] = tuple(
     register(guard)
     for guard in (

@@ -7,7 +7,7 @@ made. Two inferences are wrong (coremltools 9.0, iOS15 op definitions):
 - ``concat`` joins its values with ``np.concatenate`` whatever ``interleave`` says.
 
 :data:`VALUE_HOLES` gives, for each, the right value (or None when coremltools' is right), in the
-form ``mil_passes.inference.repair_types`` takes; :func:`set_value` writes it into the op's output,
+form ``mil_passes.type_repair.repair_types`` takes; :func:`set_value` writes it into the op's output,
 after which ``repair_types`` infers again every op that reads it.
 """
 

@@ -6,7 +6,7 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic, num_symbolic
 
-from .guard import Guard, Rule, const_input, identity_before
+from .guard import Guard, GuardRule, const_input, identity_before
 
 
 def _alpha_of_relu(op: Operation):
@@ -93,12 +93,12 @@ def reshape_of_returned_shape(op: Operation) -> tuple[str, np.ndarray] | None:
 FUSE_PRELU = Guard(
     "common::fuse_prelu",
     (
-        Rule(("mul",), one_element_alpha, const_input),
-        Rule(("mul",), widening_alpha, identity_before("_kept")),
-        Rule(("transpose",), shared_transpose_input, identity_before("_prelu_input", "x")),
+        GuardRule(("mul",), one_element_alpha, const_input),
+        GuardRule(("mul",), widening_alpha, identity_before("_kept")),
+        GuardRule(("transpose",), shared_transpose_input, identity_before("_prelu_input", "x")),
     ),
 )
-FUSE_CONV_BIAS = Guard("common::fuse_conv_bias", (Rule(("add", "sub"), low_rank_bias, const_input),))
+FUSE_CONV_BIAS = Guard("common::fuse_conv_bias", (GuardRule(("add", "sub"), low_rank_bias, const_input),))
 REMOVE_SYMBOLIC_RESHAPE = Guard(
-    "common::remove_symbolic_reshape", (Rule(("reshape",), reshape_of_returned_shape, const_input),)
+    "common::remove_symbolic_reshape", (GuardRule(("reshape",), reshape_of_returned_shape, const_input),)
 )

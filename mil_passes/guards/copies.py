@@ -8,8 +8,8 @@ import coremltools
 import numpy as np
 from coremltools.converters.mil.mil import Operation, Var
 
-from ..rewriter import Rewriter
-from .guard import Guard, Rule, copy_inputs, is_shared, rebuild
+from ..rewriter import Replacements, Rewriter
+from .guard import Guard, GuardRule, copy_inputs, is_shared, rebuild
 
 #: Whether this coremltools' ``use_reflection_padding`` infers a missing ``end_mask`` (9.0 does).
 INFERS_END_MASK = int(coremltools.__version__.split(".")[0]) >= 9
@@ -46,11 +46,10 @@ def _written_end_mask(slice_op: Operation) -> np.ndarray | None:
     return np.array([int(e) == d if isinstance(d, (int, np.integer)) else False for e, d in zip(end, slice_op.x.shape)])
 
 
-def copy_padding_slices(op: Operation, shared: list[Var], rewriter: Rewriter) -> None:
+def copy_padding_slices(op: Operation, shared: list[Var], rewriter: Rewriter) -> Replacements:
     """:func:`copy_inputs`, and on coremltools 8.x the missing ``end_mask`` written out."""
     if INFERS_END_MASK or not any(_lacks_end_mask(v.op) for v in shared):
-        copy_inputs(op, shared, rewriter)
-        return
+        return copy_inputs(op, shared, rewriter)
     values = list(op.values)
     for index, var in enumerate(values):
         if var not in shared:
@@ -59,11 +58,11 @@ def copy_padding_slices(op: Operation, shared: list[Var], rewriter: Rewriter) ->
         if _lacks_end_mask(var.op):
             end_mask = _written_end_mask(var.op)
             if end_mask is None:  # 9.0 does not fire here, 8.x raises: the slice is read via an identity
-                values[index] = rewriter.emit(op, "identity", f"{var.name}_kept", x=var)
+                values[index] = rewriter.add("identity", f"{var.name}_kept", x=var)
                 continue
             inputs["end_mask"] = end_mask
-        values[index] = rewriter.emit(op, "slice_by_index", f"{var.name}_copy", **inputs)
-    rebuild(op, rewriter, values=tuple(values))
+        values[index] = rewriter.add("slice_by_index", f"{var.name}_copy", **inputs)
+    return rebuild(op, rewriter, values=tuple(values))
 
 
 def _interleaves(op: Operation | None, axis: int) -> bool:
@@ -122,12 +121,12 @@ def returned_stack_reshaped(op: Operation) -> list[Var] | None:
 
 
 USE_REFLECTION_PADDING = Guard(
-    "common::use_reflection_padding", (Rule(("concat",), shared_padding_slices, copy_padding_slices),)
+    "common::use_reflection_padding", (GuardRule(("concat",), shared_padding_slices, copy_padding_slices),)
 )
 CONCAT_TO_PIXEL_SHUFFLE = Guard(
-    "common::concat_to_pixel_shuffle", (Rule(("concat",), shared_pixel_shuffle_concats, copy_inputs),)
+    "common::concat_to_pixel_shuffle", (GuardRule(("concat",), shared_pixel_shuffle_concats, copy_inputs),)
 )
-FUSE_GELU_EXACT = Guard("common::fuse_gelu_exact", (Rule(("mul",), shared_gelu_half, copy_inputs),))
+FUSE_GELU_EXACT = Guard("common::fuse_gelu_exact", (GuardRule(("mul",), shared_gelu_half, copy_inputs),))
 REPLACE_STACK_RESHAPE = Guard(
-    "common::replace_stack_reshape", (Rule(("reshape",), returned_stack_reshaped, copy_inputs),)
+    "common::replace_stack_reshape", (GuardRule(("reshape",), returned_stack_reshaped, copy_inputs),)
 )

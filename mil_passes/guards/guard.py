@@ -1,7 +1,7 @@
 """What a guard is: the coremltools pass it protects, rules (op types, a match predicate, a remedy),
 and the pass it registers as ``webnn::guard_<the protected pass's name>``.
 
-A rule's ``match`` returns something truthy for an op the protected pass would get wrong (handed to
+A rule's ``finds`` returns something truthy for an op the protected pass would get wrong (handed to
 the remedy), or ``None``/``False`` for an op the pass handles right. Its docstring states the bug
 and what the remedy does; docs/guards.md is generated from those docstrings. The remedies here are
 the common cases; a guard with a rewrite of its own gives a ``pass_class`` instead of rules.
@@ -9,50 +9,51 @@ the common cases; a guard with a rewrite of its own gives a ``pass_class`` inste
 
 from __future__ import annotations
 
-import functools
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 import numpy as np
 from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
-from ..rewriter import PatternPass, Rewriter, RewritePattern
-
-NAMESPACE = "webnn"
-Remedy = Callable[[Operation, Any, Rewriter], None]
+from ..declaration import NAMESPACE
+from ..rewriter import PatternPass, Replacements, Rewriter, RewritePattern
 
 
-def rebuild(op: Operation, rewriter: Rewriter, **changed: Any) -> None:
-    """Replace ``op`` by an op of its type whose inputs ``changed`` are replaced."""
+#: A guard's remedy: what a pattern's ``rewrite`` is (it returns the op's new outputs).
+Remedy = Callable[[Operation, Any, Rewriter], Replacements]
+
+
+def rebuild(op: Operation, rewriter: Rewriter, **changed: Any) -> Replacements:
+    """An op of ``op``'s type whose inputs ``changed`` are replaced: the new values of ``op``'s outputs."""
     name = op.outputs[0].name if len(op.outputs) == 1 else op.name
-    new = rewriter.emit(op, op.op_type, name, **{**dict(op.inputs), **changed})
-    rewriter.replace_op(op, new if isinstance(new, (list, tuple)) else [new])
+    new = rewriter.add(op.op_type, name, **{**dict(op.inputs), **changed})
+    return tuple(new) if isinstance(new, (list, tuple)) else new
 
 
-def read_through(op: Operation, match: Any, rewriter: Rewriter) -> None:
+def read_through(op: Operation, match: Any, rewriter: Rewriter) -> Var:
     """``op``'s readers read it through an ``identity`` (DEFAULT's ``noop_elimination`` removes
     it): ``op`` is rebuilt as ``<out>_op`` and the identity takes ``<out>``, its output's name."""
     out = op.outputs[0]
-    rebuilt = rewriter.emit(op, op.op_type, f"{out.name}_op", **dict(op.inputs))
-    rewriter.replace(out, rewriter.emit(op, "identity", out.name, x=rebuilt))
+    rebuilt = rewriter.add(op.op_type, f"{out.name}_op", **dict(op.inputs))
+    return rewriter.add("identity", out.name, x=rebuilt)
 
 
 def identity_before(suffix: str = "_kept", input_name: str | None = None) -> Remedy:
     """``op`` reads its input ``input_name`` (or the input the match names) through an
     ``identity`` named ``<input><suffix>`` (DEFAULT's ``noop_elimination`` removes it)."""
 
-    def remedy(op: Operation, match: Any, rewriter: Rewriter) -> None:
+    def remedy(op: Operation, match: Any, rewriter: Rewriter) -> Replacements:
         name = input_name or match
         var = op.inputs[name]
-        rebuild(op, rewriter, **{name: rewriter.emit(op, "identity", f"{var.name}{suffix}", x=var)})
+        return rebuild(op, rewriter, **{name: rewriter.add("identity", f"{var.name}{suffix}", x=var)})
 
     remedy.__name__ = f"identity_before({suffix!r})"
     return remedy
 
 
-def copy_inputs(op: Operation, shared: list[Var], rewriter: Rewriter) -> None:
+def copy_inputs(op: Operation, shared: list[Var], rewriter: Rewriter) -> Replacements:
     """``op`` reads ``<var>_copy``, a copy of the op that makes each var of ``shared`` (an input
     other ops read too); the others keep the original (``remove_redundant_ops`` merges the copy back
     if the protected pass does not fire)."""
@@ -60,7 +61,7 @@ def copy_inputs(op: Operation, shared: list[Var], rewriter: Rewriter) -> None:
     def copy(var: Var) -> Var:
         if var not in shared:
             return var
-        return rewriter.emit(op, var.op.op_type, f"{var.name}_copy", **dict(var.op.inputs))
+        return rewriter.add(var.op.op_type, f"{var.name}_copy", **dict(var.op.inputs))
 
     changed = {}
     for name, value in op.inputs.items():
@@ -68,13 +69,13 @@ def copy_inputs(op: Operation, shared: list[Var], rewriter: Rewriter) -> None:
             changed[name] = tuple(copy(v) for v in value)
         elif isinstance(value, Var) and value in shared:
             changed[name] = copy(value)
-    rebuild(op, rewriter, **changed)
+    return rebuild(op, rewriter, **changed)
 
 
-def const_input(op: Operation, match: tuple[str, np.ndarray], rewriter: Rewriter) -> None:
-    """``op`` reads the const ``match = (input, value)``, named ``<out>_<input>``, in that input's place."""
+def const_input(op: Operation, match: tuple[str, np.ndarray], rewriter: Rewriter) -> Replacements:
+    """``op`` reads the const ``match = (input, value)`` (named ``<out>_<input>`` if new) in that input's place."""
     name, value = match
-    rebuild(op, rewriter, **{name: rewriter.emit(op, "const", f"{op.outputs[0].name}_{name}", val=value)})
+    return rebuild(op, rewriter, **{name: rewriter.const(value, f"{op.outputs[0].name}_{name}")})
 
 
 def is_shared(var: Var, reader: Operation) -> bool:
@@ -83,12 +84,19 @@ def is_shared(var: Var, reader: Operation) -> bool:
 
 
 @dataclass(frozen=True)
-class Rule:
-    """Ops of ``op_types`` that ``match`` picks out get ``remedy``."""
+class GuardRule(RewritePattern[Any]):
+    """A pattern value: ops of ``op_types`` that ``finds`` picks out (its truthy result is the
+    match) get ``remedy``."""
 
-    op_types: tuple[str, ...]
-    match: Callable[[Operation], Any]
+    op_types: tuple[str, ...] = field()  # required: the base class's () is no default here
+    finds: Callable[[Operation], Any]
     remedy: Remedy = read_through
+
+    def match(self, op: Operation) -> Any:
+        return self.finds(op) or None
+
+    def rewrite(self, op: Operation, match: Any, rewriter: Rewriter) -> Replacements:
+        return self.remedy(op, match, rewriter)
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,7 @@ class Guard:
     """A guard of ``protects`` (``common::<name>``): its rules, or a pass of its own."""
 
     protects: str
-    rules: tuple[Rule, ...] = ()
+    rules: tuple[GuardRule, ...] = ()
     pass_class: type[PatternPass] | None = None
     #: The guard takes the protected pass's options (``mil_passes.pipeline()`` hands them on).
     shares_options: bool = False
@@ -108,19 +116,8 @@ class Guard:
     @property
     def doc(self) -> str:
         """The bug and the remedy: the rules' docstrings (or the pass class's)."""
-        sources = [rule.match for rule in self.rules] if self.rules else [self.pass_class]
+        sources = [rule.finds for rule in self.rules] if self.rules else [self.pass_class]
         return "\n\n".join(inspect.getdoc(source) or "" for source in sources)
-
-
-class _RulePattern(RewritePattern[Any]):
-    def __init__(self, rule: Rule) -> None:
-        self._rule = rule
-
-    def match(self, op: Operation) -> Any:
-        return self._rule.match(op) or None
-
-    def rewrite(self, op: Operation, match: Any, rewriter: Rewriter) -> None:
-        self._rule.remedy(op, match, rewriter)
 
 
 class GuardPass(PatternPass):
@@ -129,13 +126,7 @@ class GuardPass(PatternPass):
     guard: ClassVar[Guard]
 
     def patterns(self) -> list[RewritePattern]:
-        return [_pattern_class(rule.op_types)(rule) for rule in self.guard.rules]
-
-
-@functools.cache
-def _pattern_class(op_types: tuple[str, ...]) -> type[_RulePattern]:
-    """The pattern class of rules that look at ``op_types`` (the rewriter dispatches on the class's)."""
-    return type("RulePattern", (_RulePattern,), {"op_types": op_types})
+        return list(self.guard.rules)
 
 
 def register(guard: Guard) -> Guard:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, types
 
-from .guard import Guard, Rule, identity_before
+from .guard import Guard, GuardRule, identity_before
 
 
 def rank0_read_in_nested_block(op: Operation) -> bool:
@@ -141,24 +141,26 @@ def requantized_reshape(op: Operation) -> bool:
     return not same_quantization(dequantize, readers[0])
 
 
-INT_OP_CANONICALIZATION = Guard("common::int_op_canonicalization", (Rule(("reshape",), requantized_reshape),))
+INT_OP_CANONICALIZATION = Guard("common::int_op_canonicalization", (GuardRule(("reshape",), requantized_reshape),))
 RANK0_EXPAND_DIMS_SWAP = Guard(
     "common::rank0_expand_dims_swap",
-    (Rule(("add", "sub", "mul", "real_div", "floor_div"), rank0_read_in_nested_block),),
+    (GuardRule(("add", "sub", "mul", "real_div", "floor_div"), rank0_read_in_nested_block),),
 )
-FUSE_ELEMENTWISE_TO_BATCHNORM = Guard("common::fuse_elementwise_to_batchnorm", (Rule(("mul",), fp16_scale_then_shift),))
-FUSE_CONV_SCALE = Guard("common::fuse_conv_scale", (Rule(("conv",), conv_divides_a_const),))
-FUSE_MATMUL_WEIGHT_BIAS = Guard("common::fuse_matmul_weight_bias", (Rule(("matmul",), misfused_matmul_bias),))
+FUSE_ELEMENTWISE_TO_BATCHNORM = Guard(
+    "common::fuse_elementwise_to_batchnorm", (GuardRule(("mul",), fp16_scale_then_shift),)
+)
+FUSE_CONV_SCALE = Guard("common::fuse_conv_scale", (GuardRule(("conv",), conv_divides_a_const),))
+FUSE_MATMUL_WEIGHT_BIAS = Guard("common::fuse_matmul_weight_bias", (GuardRule(("matmul",), misfused_matmul_bias),))
 FUSE_STACK_SPLIT = Guard(
-    "common::fuse_stack_split", (Rule(("split",), split_of_stack_not_all_squeezed, identity_before("_kept", "x")),)
+    "common::fuse_stack_split", (GuardRule(("split",), split_of_stack_not_all_squeezed, identity_before("_kept", "x")),)
 )
 MERGE_CONSECUTIVE_RELUS = Guard(
-    "common::merge_consecutive_relus", (Rule(("relu",), pair_across_blocks, identity_before("_inner", "x")),)
+    "common::merge_consecutive_relus", (GuardRule(("relu",), pair_across_blocks, identity_before("_inner", "x")),)
 )
 MERGE_CONSECUTIVE_RESHAPES = Guard(
-    "common::merge_consecutive_reshapes", (Rule(("reshape",), pair_across_blocks, identity_before("_inner", "x")),)
+    "common::merge_consecutive_reshapes", (GuardRule(("reshape",), pair_across_blocks, identity_before("_inner", "x")),)
 )
 DEQUANTIZE_QUANTIZE_PAIR_ELIMINATION = Guard(
     "common::dequantize_quantize_pair_elimination",
-    (Rule(("quantize",), requantize_to_another_dtype, identity_before("_kept", "input")),),
+    (GuardRule(("quantize",), requantize_to_another_dtype, identity_before("_kept", "input")),),
 )

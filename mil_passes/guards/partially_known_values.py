@@ -7,8 +7,8 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, types
 from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
 
-from ..inference import repair_types
-from ..rewriter import PatternPass, Refusal, Rewriter, RewritePattern
+from ..type_repair import repair_types
+from ..rewriter import PatternPass, Declined, Rewriter, RewritePattern
 from ._known_values import VALUE_HOLES, set_value
 from .guard import Guard
 
@@ -37,7 +37,7 @@ class ObjectValueToTypedConst(RewritePattern[list[tuple[Var, np.ndarray]]]):
     def __init__(self, skip_const_by_size: float | None = None) -> None:
         self.skip_const_by_size = skip_const_by_size
 
-    def match(self, op: Operation) -> list[tuple[Var, np.ndarray]] | Refusal | None:
+    def match(self, op: Operation) -> list[tuple[Var, np.ndarray]] | Declined | None:
         if op.op_type == "const" or op.blocks:
             return None
         candidates = [
@@ -52,16 +52,16 @@ class ObjectValueToTypedConst(RewritePattern[list[tuple[Var, np.ndarray]]]):
             return None
         limit = self.skip_const_by_size
         if limit is not None and any(out.val.size > limit for out in candidates):
-            return Refusal(op, f"a value has more than skip_const_by_size={limit:g} elements")
+            return Declined(op, f"a value has more than skip_const_by_size={limit:g} elements")
         typed = [(out, typed_value(out)) for out in candidates]
         exact = [(out, value) for out, value in typed if value is not None]
         if not exact:
-            return Refusal(op, f"the value of '{candidates[0].name}' does not fit its declared dtype")
+            return Declined(op, f"the value of '{candidates[0].name}' does not fit its declared dtype")
         return exact
 
-    def rewrite(self, op: Operation, match: list[tuple[Var, np.ndarray]], rewriter: Rewriter) -> None:
-        for out, value in match:
-            rewriter.replace(out, rewriter.emit(op, "const", f"{out.name}_value", val=value))
+    def rewrite(self, op: Operation, match: list[tuple[Var, np.ndarray]], rewriter: Rewriter) -> tuple[Var | None, ...]:
+        values = dict(match)
+        return tuple(rewriter.const(values[out], f"{out.name}_value") if out in values else None for out in op.outputs)
 
 
 class GuardConstElimination(PatternPass):

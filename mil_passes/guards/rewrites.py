@@ -8,9 +8,9 @@ from coremltools.converters.mil.mil import Operation, Var, types
 from coremltools.converters.mil.mil.types.symbolic import any_symbolic
 
 from ..passes.canonicalize_uint8_select import CastToBoolAsNotEqual
-from ..rewriter import Rewriter
+from ..rewriter import Replacements, Rewriter
 from ..semantics import reshape_zeros
-from .guard import Guard, Rule, rebuild
+from .guard import Guard, GuardRule, rebuild
 
 
 def _width(dtype) -> int:
@@ -89,27 +89,29 @@ def zero_target(op: Operation) -> list[tuple[bool, list[int]]] | None:
     return pieces if any(copied for copied, _ in pieces) else None
 
 
-def sizes_from_shape(op: Operation, pieces: list[tuple[bool, list[int]]], rewriter: Rewriter) -> None:
+def sizes_from_shape(op: Operation, pieces: list[tuple[bool, list[int]]], rewriter: Rewriter) -> Replacements:
     """The reshape reads its target from ``shape(x)`` (copied dims) and consts (the rest)."""
     out = op.outputs[0]
-    dims = rewriter.emit(op, "shape", f"{out.name}_x_shape", x=op.x)
+    dims = rewriter.add("shape", f"{out.name}_x_shape", x=op.x)
     parts = []
     for copied, numbers in pieces:
         values = np.array(numbers, np.int32)
         if copied:
-            parts.append(rewriter.emit(op, "gather", f"{out.name}_copied", x=dims, indices=values, axis=0))
+            parts.append(rewriter.add("gather", f"{out.name}_copied", x=dims, indices=values, axis=0))
         else:
-            parts.append(rewriter.emit(op, "const", f"{out.name}_sizes", val=values))
+            parts.append(rewriter.const(values, f"{out.name}_sizes"))
     target = parts[0]
     if len(parts) > 1:
-        target = rewriter.emit(op, "concat", f"{out.name}_target", values=tuple(parts), axis=0)
-    rebuild(op, rewriter, shape=target)
+        target = rewriter.add("concat", f"{out.name}_target", values=tuple(parts), axis=0)
+    return rebuild(op, rewriter, shape=target)
 
 
-def not_equal_zero(op: Operation, x: Var, rewriter: Rewriter) -> None:
+def not_equal_zero(op: Operation, x: Var, rewriter: Rewriter) -> Replacements:
     """The cast reads ``not_equal(v, 0)`` (``webnn::canonicalize_uint8_select``'s rule 2)."""
-    _NOT_EQUAL.rewrite(op, x, rewriter)
+    return _NOT_EQUAL.rewrite(op, x, rewriter)
 
 
-CAST_OPTIMIZATION = Guard("common::cast_optimization", (Rule(("cast",), lossy_cast_chain_to_bool, not_equal_zero),))
-ADD_FP16_CAST = Guard("common::add_fp16_cast", (Rule(("reshape",), zero_target, sizes_from_shape),))
+CAST_OPTIMIZATION = Guard(
+    "common::cast_optimization", (GuardRule(("cast",), lossy_cast_chain_to_bool, not_equal_zero),)
+)
+ADD_FP16_CAST = Guard("common::add_fp16_cast", (GuardRule(("reshape",), zero_target, sizes_from_shape),))

@@ -11,7 +11,7 @@ from coremltools.converters.mil.mil.passes.defs.optimize_quantization import (
     distributive_quantized_binary_op_scale_normalization as CoremltoolsPass,
 )
 
-from .guard import Guard, Rule
+from .guard import Guard, GuardRule
 
 # pairs of inputs times parameter combinations checked per match, at most (else refused unchecked)
 MAX_CHECKED = 1 << 22
@@ -134,5 +134,5 @@ def inexact_rescaling(op: Operation) -> str | None:
 
 
 DISTRIBUTIVE_QUANTIZED_BINARY_OP_SCALE_NORMALIZATION = Guard(
-    "common::distributive_quantized_binary_op_scale_normalization", (Rule(("add", "sub"), inexact_rescaling),)
+    "common::distributive_quantized_binary_op_scale_normalization", (GuardRule(("add", "sub"), inexact_rescaling),)
 )

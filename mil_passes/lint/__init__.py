@@ -5,7 +5,7 @@ placement rules (:mod:`.placement`, which also predicts where each op runs: ``li
 rules, their severities and evidence are in :mod:`.catalog`; chip families in :mod:`.chips`.
 """
 
-from .catalog import RULES, Rule
+from .catalog import RULES, CatalogEntry
 from .chips import UnknownChip
 from .dims import DimNames
 from .dry_run import lint, lint_report, pass_findings
@@ -18,7 +18,7 @@ __all__ = [
     "DimNames",
     "Finding",
     "Placement",
-    "Rule",
+    "CatalogEntry",
     "UnknownChip",
     "by_severity",
     "lint",

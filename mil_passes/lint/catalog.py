@@ -1,8 +1,9 @@
 """Every lint rule: its id, severity, what it finds, what fixes it, and the evidence it rests on.
 
-The rules of the package's passes are written here; the Neural Engine placement rules, model-level
-rejections among them (``ane-refused-slice-of-concat``), are values of :mod:`.placement` (with their
-chips, consequence and sources) and join this table as they are.
+The rules of the package's passes are declared by the passes (``DECLARATION.rules``, read by
+:func:`~mil_passes.declaration.declared`); the Neural Engine placement rules are values of
+:mod:`.placement` (with their chips, consequence and sources); the rest are written here. All join
+this table as they are.
 
 Severity policy (see :data:`~mil_passes.lint.findings.SEVERITIES`): **error** when Core ML will
 refuse the model, or load it and silently run it on another compute unit or compute something
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..declaration import declared, pass_names
+
 
 @dataclass(frozen=True)
-class Rule:
-    """A lint rule as the docs show it."""
+class CatalogEntry:
+    """A lint rule as the docs show it: what it finds, what fixes it, and the evidence."""
 
     id: str
     severity: str
@@ -27,97 +30,53 @@ class Rule:
     evidence: str
 
 
-RULES: dict[str, Rule] = {
-    rule.id: rule
-    for rule in (
-        Rule(
-            "slice-of-concat",
-            "info",
-            "any other window cut from a concat's output on its axis",
-            "webnn::concat_slice_to_slice_concat",
-            "the graph shape of `ane-refused-slice-of-concat`, not known to be refused; NVIDIA NeMo's "
-            "`CausalConv1D.update_cache` writes it",
-        ),
-        Rule(
-            "non-bool-condition",
-            "info",
-            "a `cast` to bool (WebNN's uint8 booleans, numeric truth values)",
-            "webnn::canonicalize_uint8_select",
-            "valid MIL; WebNN converters wrap every comparison and logical op in casts (rustnn's Core ML backend)",
-        ),
-        Rule(
-            "bool-simplification",
-            "info",
-            "`select` of constant ones and zeros, `select` of a `logical_not`, `logical_not` of a `logical_not`",
-            "webnn::canonicalize_uint8_select",
-            "valid MIL that a cast or swapped operands compute with fewer ops",
-        ),
-        Rule(
-            "runtime-shape",
-            "info",
-            "shape arithmetic a pass folds to constants, or a `shape` op that stays and why (in the user's "
-            "names of flexible inputs)",
-            "webnn::fold_shape_ops",
-            "WebNN has no MIL lowering of `shape`; coremltools folds shape chains only in DEFAULT and with at most "
-            "one run-time dim",
-        ),
-        Rule(
-            "fp16-band-part-difference",
-            "warning",
-            "an fp16 `sub(x=v, y=band_part(v))`: torch's `triu`/`tril` as coremltools converts them",
-            "webnn::band_part_difference_to_select",
-            "an infinite `v` makes the band NaN (`-inf - -inf`): transformers' causal mask, "
-            "`torch.finfo(float32).min`, is -inf at fp16, and GPT-2 with a run-time sequence outputs NaN "
-            "(coremltools 9.0 `frontend/torch/ops.py`, `def triu`/`def tril`)",
-        ),
-        Rule(
-            "band-part-difference",
-            "info",
-            "the same `sub(x=v, y=band_part(v))` on fp32",
-            "webnn::band_part_difference_to_select",
-            "exact at fp32 for finite `v`; converted at fp16 (coremltools' default), the mask above is NaN",
-        ),
-        Rule(
-            "duplicate-name",
-            "error",
-            "a name defined again where an earlier definition is visible",
-            "webnn::rename_duplicate_temporaries",
-            "a saved `.mlpackage` links uses to definitions by name: reloaded, it reads the wrong definition "
-            "without a word (coremltools' `dedup_op_and_var_names` runs only in DEFAULT)",
-        ),
-        Rule(
-            "interface-name-clash",
-            "warning",
-            "a function input and a different output (or two outputs) with one name",
-            "",
-            "no renaming keeps the interface; the saved model cannot tell the two apart",
-        ),
-        Rule(
-            "declared-type-mismatch",
-            "error",
-            "a type the protobuf declares that the op's inputs contradict",
-            "mil-passes optimize (writes the inferred types)",
-            "Core ML's compiler checks declared types: \"Param x has incorrect type for operator ios17.conv ... "
-            'got tensor<fp32, [1]>" (pywebnn MobileNetV2); coremltools 9.0 itself writes `[0, 0, 4, 8]` for '
-            "`reshape(x[B, S, 32, 1], [0, 0, 4, 8])`",
-        ),
-        Rule(
-            "dynamic-quantization-param",
-            "error",
-            "a `quantize`/`dequantize` (or `constexpr_affine_dequantize`) whose `scale` or `zero_point` is not a const",
-            "mil-passes optimize (lowers it to the op spec's formula)",
-            "the iOS17 op spec requires const `scale` and `zero_point`; Core ML's compiler refuses the model and "
-            'coremltools\' loader cannot read it ("Input zero_point must be const at compile time")',
-        ),
-    )
-}
+def _pass_rules() -> list[CatalogEntry]:
+    """The rules the package's passes answer, from their declarations, in pipeline order."""
+    by_name = {d.full_name: d for d in declared()}
+    order = [*pass_names(declared()), *(name for name in by_name if name not in pass_names(declared()))]
+    return [
+        CatalogEntry(rule.id, rule.severity, rule.finds, name, rule.evidence)
+        for name in order
+        for rule in by_name[name].rules
+    ]
 
 
-def _placement_rules() -> dict[str, Rule]:
+#: The rules no pass fixes by itself.
+_OTHER_RULES = (
+    CatalogEntry(
+        "interface-name-clash",
+        "warning",
+        "a function input and a different output (or two outputs) with one name",
+        "",
+        "no renaming keeps the interface; the saved model cannot tell the two apart",
+    ),
+    CatalogEntry(
+        "declared-type-mismatch",
+        "error",
+        "a type the protobuf declares that the op's inputs contradict",
+        "mil-passes optimize (writes the inferred types)",
+        "Core ML's compiler checks declared types: \"Param x has incorrect type for operator ios17.conv ... "
+        'got tensor<fp32, [1]>" (pywebnn MobileNetV2); coremltools 9.0 itself writes `[0, 0, 4, 8]` for '
+        "`reshape(x[B, S, 32, 1], [0, 0, 4, 8])`",
+    ),
+    CatalogEntry(
+        "dynamic-quantization-param",
+        "error",
+        "a `quantize`/`dequantize` (or `constexpr_affine_dequantize`) whose `scale` or `zero_point` is not a const",
+        "mil-passes optimize (lowers it to the op spec's formula)",
+        "the iOS17 op spec requires const `scale` and `zero_point`; Core ML's compiler refuses the model and "
+        'coremltools\' loader cannot read it ("Input zero_point must be const at compile time")',
+    ),
+)
+
+RULES: dict[str, CatalogEntry] = {rule.id: rule for rule in (*_pass_rules(), *_OTHER_RULES)}
+
+
+def _placement_rules() -> dict[str, CatalogEntry]:
     """The Neural Engine placement rules (:mod:`.placement`), as the docs show them."""
-    from .placement import RULES as PLACEMENT
+    from . import placement
 
-    return {r.id: Rule(r.id, r.severity, r.finds, r.fix_pass or r.advice, r.evidence) for r in PLACEMENT}
+    return {r.id: CatalogEntry(r.id, r.severity, r.finds, r.fix_pass or r.advice, r.evidence) for r in placement.RULES}
 
 
 RULES.update(_placement_rules())

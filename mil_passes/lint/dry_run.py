@@ -16,7 +16,7 @@ from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from ..passes.rename_duplicate_temporaries import RenameDuplicateTemporaries, plan_renames
-from ..placement import PASS_NAMES
+from ..schedule import PASS_NAMES
 from ..rewriter import Match, PatternPass
 from . import chips as chip_families
 from .catalog import RULES, severity_of
@@ -41,7 +41,7 @@ def _match_finding(found: Match, pass_name: str, words: DimNames) -> Finding:
 
 def _declined_cause(declined: Match, words: DimNames) -> str:
     """Why the pass leaves a candidate, as the grouped report shares it."""
-    shared = declined.pattern.refused_because
+    shared = declined.pattern.declined_because
     if not shared:
         return words(declined.match.reason)
     flexible = words.flexible()

@@ -27,7 +27,7 @@ from coremltools.converters.mil.frontend.milproto import load as milproto_load
 from coremltools.converters.mil.mil import Block, Operation, Program, Var, types
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
-from ..inference import INFERENCE_HOLES, repair_types, reshape_output_shape, select_output_shape  # noqa: F401
+from ..type_repair import INFERENCE_HOLES, repair_types, reshape_output_shape, select_output_shape  # noqa: F401
 from ..lint.findings import Finding
 
 Dims = tuple  # of int (a constant) or None (known only at run time)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..ir import FreshNames
 from ..lint.findings import Finding
-from ..quantization import FLOAT_DTYPES, RANGES, dequantize_steps, fold, is_constant, quantize_steps
+from ..quantization import FLOAT_DTYPES, RANGES, Params, dequantize_steps, fold, is_constant, quantize_steps
 from .milproto import (
     DTYPE_NAMES,
     MIL,
@@ -72,20 +72,11 @@ def _quantize(emit, x, scale, zero_point, axis, rank, float_dtype, op_reader) ->
         raise UnloweredQuantization(
             f"{op_reader.label}: output_dtype '{output_dtype}' is not one of {', '.join(RANGES)}"
         )
-    return quantize_steps(
-        emit,
-        x,
-        scale,
-        zero_point,
-        axis=axis,
-        rank=rank,
-        float_dtype=float_dtype,
-        output_dtype=output_dtype,
-    )
+    return quantize_steps(emit, x, Params(scale, zero_point, axis, rank, float_dtype), output_dtype)
 
 
 def _dequantize(emit, x, scale, zero_point, axis, rank, float_dtype, op_reader) -> str:
-    return dequantize_steps(emit, x, scale, zero_point, axis=axis, rank=rank, float_dtype=float_dtype)
+    return dequantize_steps(emit, x, Params(scale, zero_point, axis, rank, float_dtype))
 
 
 IOS17_SPEC = "the iOS17 op spec requires const"

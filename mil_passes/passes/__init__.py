@@ -1,4 +1,8 @@
-"""The package's graph passes, one module each; importing this package registers them all."""
+"""The package's graph passes, one module each; importing this package registers them all.
+
+Each module declares its pass once (``DECLARATION``, :class:`~mil_passes.declaration.PassDeclaration`)
+and registers its class with ``@register(DECLARATION)``; docs/writing-a-pass.md walks through one.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,23 @@ import pkgutil
 
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
-NAMESPACE = "webnn"
+from ..declaration import NAMESPACE, PassDeclaration, qualified
 
 
-def register(name: str):
-    """Register a pass class as ``webnn::<name>`` (idempotent: re-imports override)."""
-    return register_pass(namespace=NAMESPACE, override=True, name=name)
+def register(declaration: PassDeclaration | str):
+    """Register a pass class as ``webnn::<declaration.name>`` (idempotent: re-imports override), and
+    give it its registry name as ``name``. (A bare name is the old style, kept until the passes written
+    so are ported: the pass is registered, not scheduled; docs/writing-a-pass.md says how to port.)"""
+    name = declaration if isinstance(declaration, str) else declaration.name
+
+    def decorate(cls):
+        cls.name = qualified(name)
+        cls.declaration = None if isinstance(declaration, str) else declaration
+        return register_pass(namespace=NAMESPACE, override=True, name=name)(cls)
+
+    return decorate
 
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+_MODULES = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)]
+#: Every pass's declaration, in module order (the modules' own objects).
+DECLARATIONS: tuple[PassDeclaration, ...] = tuple(m.DECLARATION for m in _MODULES if hasattr(m, "DECLARATION"))

@@ -3,7 +3,7 @@
 A reader answers, for one output of a ``slice_by_index``, ``slice_by_size`` or ``split``: which
 positions it reads along an axis, whether it squeezes or keeps an axis whole, and the op and
 params that read a given part of a concat input with the same cut on every other axis.
-``read`` returns the readers of an op, or a :class:`Refusal` when its bounds are not constants.
+``read`` returns the readers of an op, or a :class:`Declined` when its bounds are not constants.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
-from ..rewriter import Refusal
+from ..rewriter import Declined
 from ..semantics import size_positions, slice_positions
 from ._windows import index_bounds
 
@@ -31,13 +31,13 @@ def _values(op: Operation, name: str, rank: int) -> list | None:
     return [v.item() for v in var.val]
 
 
-def _const_params(op: Operation, names: tuple[str, ...]) -> dict[str, list] | Refusal:
+def _const_params(op: Operation, names: tuple[str, ...]) -> dict[str, list] | Declined:
     """The const list params ``names`` of ``op`` (see :func:`_values`), or a refusal naming
     those that are not compile-time constants."""
     params = {name: _values(op, name, op.x.rank) for name in names}
     runtime = [name for name, values in params.items() if values is None]
     if runtime:
-        return Refusal(op, f"{' and '.join(runtime)} known only at run time")
+        return Declined(op, f"{' and '.join(runtime)} known only at run time")
     return {name: values for name, values in params.items() if values is not None}
 
 
@@ -46,7 +46,7 @@ class Reader(ABC):
 
     @classmethod
     @abstractmethod
-    def read(cls, op: Operation, axis: int) -> list[Reader] | Refusal:
+    def read(cls, op: Operation, axis: int) -> list[Reader] | Declined:
         """The readers of ``op``'s outputs when its x is concatenated along ``axis``."""
 
     def __init__(self, op: Operation, params: dict[str, list], index: int = 0):
@@ -78,9 +78,9 @@ class _IndexReader(Reader):
     """A ``slice_by_index``: any sign, masks, strides and squeezes."""
 
     @classmethod
-    def read(cls, op: Operation, axis: int) -> list[Reader] | Refusal:
+    def read(cls, op: Operation, axis: int) -> list[Reader] | Declined:
         params = _const_params(op, SLICE_PARAMS)
-        return params if isinstance(params, Refusal) else [cls(op, params)]
+        return params if isinstance(params, Declined) else [cls(op, params)]
 
     def positions(self, axis: int, size: int) -> range:
         p = self.params
@@ -126,13 +126,13 @@ class _SizeReader(Reader):
     """A ``slice_by_size``: ``size`` -1 reads to the end of the axis."""
 
     @classmethod
-    def read(cls, op: Operation, axis: int) -> list[Reader] | Refusal:
+    def read(cls, op: Operation, axis: int) -> list[Reader] | Declined:
         params = _const_params(op, ("begin", "size"))
-        if isinstance(params, Refusal):
+        if isinstance(params, Declined):
             return params
         for index, (begin, size) in enumerate(zip(params["begin"], params["size"])):
             if begin < 0 and size == -1:  # coremltools types it as dim - begin
-                return Refusal(op, f"begin {begin} with size -1 on axis {index}: its declared type is wrong")
+                return Declined(op, f"begin {begin} with size -1 on axis {index}: its declared type is wrong")
         return [cls(op, params)]
 
     def positions(self, axis: int, size: int) -> range:
@@ -151,13 +151,13 @@ class _SplitReader(Reader):
     """One output of a ``split`` along the concat axis: a span of that axis, nothing else cut."""
 
     @classmethod
-    def read(cls, op: Operation, axis: int) -> list[Reader] | Refusal:
+    def read(cls, op: Operation, axis: int) -> list[Reader] | Declined:
         split_axis = op.axis.val.item() % op.x.rank
         if split_axis != axis:
-            return Refusal(op, f"splits axis {split_axis}, not the concat axis {axis}: no window to move")
+            return Declined(op, f"splits axis {split_axis}, not the concat axis {axis}: no window to move")
         sizes = [out.shape[axis] for out in op.outputs]
         if any(is_symbolic(size) for size in sizes):
-            return Refusal(op, "split sizes known only at run time")
+            return Declined(op, "split sizes known only at run time")
         starts = [sum(int(s) for s in sizes[:i]) for i in range(len(sizes) + 1)]
         return [cls(op, {"span": starts[i : i + 2]}, i) for i in range(len(sizes))]
 

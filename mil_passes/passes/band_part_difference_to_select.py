@@ -39,7 +39,39 @@ from coremltools.converters.mil.mil import Operation, Var, types
 from coremltools.converters.mil.mil.types.symbolic import any_symbolic
 
 from ..rewriter import PatternPass, RewritePattern, Rewriter
+from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="band_part_difference_to_select",
+    summary="Rewrite every float `v - band_part(v)` (torch's triu/tril) as a select of 0 and `v`.",
+    slots=(
+        Slot(
+            60,
+            "common::remove_symbolic_reshape",
+            "long before common::add_fp16_cast turns torch.finfo(float32).min into -inf (-inf - -inf is NaN); "
+            "after const_elimination, which folds a static mask whole, and after fold_shape_ops, which may give "
+            "the mask's shape constants; before the next canonicalize_uint8_select, which turns "
+            "select(band, 0, ones) of a constant v into a cast",
+        ),
+    ),
+    rules=(
+        LintRule(
+            "fp16-band-part-difference",
+            "warning",
+            "an fp16 `sub(x=v, y=band_part(v))`: torch's `triu`/`tril` as coremltools converts them",
+            "an infinite `v` makes the band NaN (`-inf - -inf`): transformers' causal mask, "
+            "`torch.finfo(float32).min`, is -inf at fp16, and GPT-2 with a run-time sequence outputs NaN "
+            "(coremltools 9.0 `frontend/torch/ops.py`, `def triu`/`def tril`)",
+        ),
+        LintRule(
+            "band-part-difference",
+            "info",
+            "the same `sub(x=v, y=band_part(v))` on fp32",
+            "exact at fp32 for finite `v`; converted at fp16 (coremltools' default), the mask above is NaN",
+        ),
+    ),
+)
 
 
 def _band(op: Operation) -> Operation | None:
@@ -70,14 +102,12 @@ class BandPartDifference(RewritePattern[Operation]):
             f"'{v}' makes the subtraction NaN (torch.finfo(float32).min is -inf at fp16)"
         )
 
-    def rewrite(self, op: Operation, match: Operation, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: Operation, rewriter: Rewriter) -> Var:
         v, out = op.x, op.outputs[0]
-        band = rewriter.emit(op, "fill", f"{out.name}_band", shape=_shape(op, v, rewriter), value=True)
-        inside = rewriter.emit(
-            op, "band_part", f"{out.name}_inside", x=band, lower=match.lower.val, upper=match.upper.val
-        )
+        band = rewriter.add("fill", f"{out.name}_band", shape=_shape(v, rewriter), value=True)
+        inside = rewriter.add("band_part", f"{out.name}_inside", x=band, lower=match.lower.val, upper=match.upper.val)
         zero = np.zeros((), dtype=types.nptype_from_builtin(v.dtype))
-        rewriter.replace(out, rewriter.emit(op, "select", f"{out.name}_select", cond=inside, a=zero, b=v))
+        return rewriter.add("select", f"{out.name}_select", cond=inside, a=zero, b=v)
 
 
 class Fp16BandPartDifference(BandPartDifference):
@@ -87,20 +117,18 @@ class Fp16BandPartDifference(BandPartDifference):
     dtype = types.fp16
 
 
-def _shape(op: Operation, v: Var, rewriter: Rewriter) -> Var | np.ndarray:
+def _shape(v: Var, rewriter: Rewriter) -> Var | np.ndarray:
     """``v``'s shape: a ``fill``'s shape input, a constant, or ``shape(v)``."""
     if v.op is not None and v.op.op_type == "fill":
         return v.op.shape
     if not any_symbolic(v.shape):
         return np.array(v.shape, dtype=np.int32)
-    return rewriter.emit(op, "shape", f"{v.name}_shape", x=v)
+    return rewriter.add("shape", f"{v.name}_shape", x=v)
 
 
-@register("band_part_difference_to_select")
+@register(DECLARATION)
 class BandPartDifferenceToSelect(PatternPass):
-    """Rewrite every float ``v - band_part(v)`` (torch's triu/tril) as a select of 0 and ``v``."""
-
-    name = "webnn::band_part_difference_to_select"
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         return [BandPartDifference(), Fp16BandPartDifference()]

@@ -32,7 +32,17 @@ from coremltools.converters.mil.mil.passes.defs.optimize_state import (
 )
 from coremltools.converters.mil.mil.scope import ScopeInfo, ScopeSource
 
+from ..declaration import PassDeclaration, Replacement
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="canonicalize_inplace_pattern",
+    summary="coremltools' `canonicalize_inplace_pattern`, accepting an op several passes rewrote.",
+    replaces=Replacement(
+        "common::canonicalize_inplace_pattern",
+        "safe to replace: only DEFAULT names it, and ct.convert does not remove it by name",
+    ),
+)
 
 
 def single_pass_scopes(op: Operation) -> list[ScopeInfo]:
@@ -45,7 +55,7 @@ def single_pass_scopes(op: Operation) -> list[ScopeInfo]:
     return scopes
 
 
-@register("canonicalize_inplace_pattern")
+@register(DECLARATION)
 class CanonicalizeInplacePattern(CoremltoolsCanonicalizeInplacePattern):
     """``common::canonicalize_inplace_pattern`` that accepts an op several passes rewrote."""
 

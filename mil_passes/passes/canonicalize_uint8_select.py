@@ -44,8 +44,42 @@ from typing import Any
 import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, types
 
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
+from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="canonicalize_uint8_select",
+    summary="Make every `select.cond` and logical-op input come straight from a bool producer.",
+    slots=(
+        Slot(
+            20,
+            "common::select_optimization",
+            "after const_elimination folded the select operands, before select_optimization reads them",
+        ),
+        Slot(
+            100,
+            "common::remove_symbolic_reshape",
+            "again: removing a window can bring a condition next to what canonicalizes it, as in "
+            "logical_not(slice(concat(logical_not(x), c))) (found by the fuzzer: without this run the "
+            "pipeline is not idempotent)",
+        ),
+    ),
+    rules=(
+        LintRule(
+            "non-bool-condition",
+            "info",
+            "a `cast` to bool (WebNN's uint8 booleans, numeric truth values)",
+            "valid MIL; WebNN converters wrap every comparison and logical op in casts (rustnn's Core ML backend)",
+        ),
+        LintRule(
+            "bool-simplification",
+            "info",
+            "`select` of constant ones and zeros, `select` of a `logical_not`, `logical_not` of a `logical_not`",
+            "valid MIL that a cast or swapped operands compute with fewer ops",
+        ),
+    ),
+)
 
 #: Lint rules: a cast to bool (rules 1, 2); a select or logical_not that simplifies (3, 4).
 RULE = "non-bool-condition"
@@ -67,6 +101,12 @@ def bool_source(var: Var) -> Var | None:
             return None
         var = producer.x
     return var
+
+
+def negated(var: Var) -> Var | None:
+    """``c`` where ``var`` is ``logical_not(c)``, else None."""
+    producer = var.op
+    return producer.x if producer is not None and producer.op_type == "logical_not" else None
 
 
 def _shape_of(var: Var) -> tuple | None:
@@ -93,8 +133,8 @@ class CastRoundTripToBool(RewritePattern[Var]):
     def describe(self, op: Operation, match: Var) -> str:
         return f"cast '{op.name}' to bool round-trips bool '{match.name}': its uses read '{match.name}' directly"
 
-    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
-        rewriter.replace(op.outputs[0], match)
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
+        return match
 
 
 class CastToBoolAsNotEqual(RewritePattern[Var]):
@@ -112,13 +152,12 @@ class CastToBoolAsNotEqual(RewritePattern[Var]):
         dtype = types.builtin_to_string(match.dtype)
         return f"cast '{op.name}' of {dtype} '{match.name}' to bool becomes not_equal('{match.name}', 0)"
 
-    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
         x = match
         if x.dtype not in COMPARABLE_DTYPES:
-            x = rewriter.emit(op, "cast", f"{match.name}_int32", x=x, dtype="int32")
+            x = rewriter.add("cast", f"{match.name}_int32", x=x, dtype="int32")
         zero = np.zeros((), dtype=types.nptype_from_builtin(x.dtype))
-        truthy = rewriter.emit(op, "not_equal", f"{match.name}_truthy", x=x, y=zero)
-        rewriter.replace(op.outputs[0], truthy)
+        return rewriter.add("not_equal", f"{match.name}_truthy", x=x, y=zero)
 
 
 class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
@@ -128,7 +167,7 @@ class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
     op_types = ("select",)
     rule = SIMPLIFY_RULE
 
-    def match(self, op: Operation) -> tuple[bool] | Refusal | None:
+    def match(self, op: Operation) -> tuple[bool] | Declined | None:
         out = op.outputs[0]
         if types.is_bool(out.dtype) or op.a.val is None or op.b.val is None:
             return None  # selects bools, or values known only at run time: not a candidate
@@ -139,9 +178,9 @@ class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
         else:
             return None  # other constants
         if np.any(np.signbit(zeros)):
-            return Refusal(op, "its zeros include −0, and a cast of a bool gives +0")
+            return Declined(op, "its zeros include −0, and a cast of a bool gives +0")
         if _shape_of(op.cond) != _shape_of(out):
-            return Refusal(op, f"cond's shape {_shape_of(op.cond)} is not the output's {_shape_of(out)}")
+            return Declined(op, f"cond's shape {_shape_of(op.cond)} is not the output's {_shape_of(out)}")
         return (negate,)
 
     def describe(self, op: Operation, match: tuple[bool]) -> str:
@@ -149,62 +188,52 @@ class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
         cond = f"logical_not('{op.cond.name}')" if match[0] else f"'{op.cond.name}'"
         return f"select '{op.name}' of constant ones and zeros becomes cast({cond}, {dtype})"
 
-    def rewrite(self, op: Operation, match: tuple[bool], rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: tuple[bool], rewriter: Rewriter) -> Var:
         (negate,) = match
-        out = op.outputs[0]
-        dtype = types.builtin_to_string(out.dtype)
+        dtype = types.builtin_to_string(op.outputs[0].dtype)
         cond = op.cond
         if negate:
-            cond = rewriter.emit(op, "logical_not", f"{cond.name}_not", x=cond)
-        result = rewriter.emit(op, "cast", f"{cond.name}_{dtype}", x=cond, dtype=dtype)
-        rewriter.replace(out, result)
+            cond = rewriter.add("logical_not", f"{cond.name}_not", x=cond)
+        return rewriter.add("cast", f"{cond.name}_{dtype}", x=cond, dtype=dtype)
 
 
-class SelectOfLogicalNot(RewritePattern[Var]):
-    """Rule 3: ``select(logical_not(c), a, b)`` → ``select(c, b, a)``."""
+class _ReadsLogicalNot(RewritePattern[Var]):
+    """Rule 3: an op whose input ``reads`` is ``logical_not(c)`` (the match is ``c``)."""
 
-    op_types = ("select",)
     rule = SIMPLIFY_RULE
+    reads = ""
 
     def match(self, op: Operation) -> Var | None:
-        producer = op.cond.op
-        if producer is None or producer.op_type != "logical_not":
-            return None
-        return producer.x
+        return negated(op.inputs[self.reads])
+
+
+class SelectOfLogicalNot(_ReadsLogicalNot):
+    """``select(logical_not(c), a, b)`` → ``select(c, b, a)``."""
+
+    op_types, reads = ("select",), "cond"
 
     def describe(self, op: Operation, match: Var) -> str:
         return f"select '{op.name}' reads logical_not('{match.name}'): it reads '{match.name}' with a and b swapped"
 
-    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
-        out = op.outputs[0]
-        swapped = rewriter.emit(op, "select", f"{out.name}_swapped", cond=match, a=op.b, b=op.a)
-        rewriter.replace(out, swapped)
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
+        return rewriter.add("select", f"{op.outputs[0].name}_swapped", cond=match, a=op.b, b=op.a)
 
 
-class DoubleLogicalNot(RewritePattern[Var]):
-    """Rule 3: ``logical_not(logical_not(c))`` → ``c``."""
+class DoubleLogicalNot(_ReadsLogicalNot):
+    """``logical_not(logical_not(c))`` → ``c``."""
 
-    op_types = ("logical_not",)
-    rule = SIMPLIFY_RULE
-
-    def match(self, op: Operation) -> Var | None:
-        producer = op.x.op
-        if producer is None or producer.op_type != "logical_not":
-            return None
-        return producer.x
+    op_types, reads = ("logical_not",), "x"
 
     def describe(self, op: Operation, match: Var) -> str:
         return f"logical_not '{op.name}' of a logical_not: its uses read '{match.name}' directly"
 
-    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> None:
-        rewriter.replace(op.outputs[0], match)
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
+        return match
 
 
-@register("canonicalize_uint8_select")
+@register(DECLARATION)
 class CanonicalizeUint8Select(PatternPass):
-    """Make every ``select.cond`` and logical-op input come straight from a bool producer."""
-
-    name = "webnn::canonicalize_uint8_select"
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         # Order matters per op type: a round trip is resolved before a cast becomes a

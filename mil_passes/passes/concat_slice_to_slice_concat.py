@@ -21,7 +21,7 @@ slice of it with the window's cut on the other axes — joined by a ``concat`` w
 several. Slices this builds of a concat among the inputs are windows again: the rewriter
 re-visits them. The concat stays while anything else uses it.
 
-Refused (left unchanged, the reason in debug logging): window bounds known only at run time;
+Declined (left unchanged, the reason in debug logging): window bounds known only at run time;
 a concat input whose size on the concat axis is known only at run time, or a scalar input (torch's
 frontend concatenates scalars into shape vectors); ``interleave=True``;
 a ``split`` along another axis than the concat's (no window of the concat axis to move). Two
@@ -40,10 +40,32 @@ from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ..ir import is_used
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
+from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
 from ._window_readers import READERS, Reader
 from ._windows import pieces_of
+
+DECLARATION = PassDeclaration(
+    name="concat_slice_to_slice_concat",
+    summary="Rewrite every window of a concat's output as a concat of windows of its inputs.",
+    slots=(
+        Slot(
+            40,
+            "common::remove_symbolic_reshape",
+            "needs constant slice bounds: after const_elimination and fold_shape_ops",
+        ),
+    ),
+    rules=(
+        LintRule(
+            "slice-of-concat",
+            "info",
+            "any other window cut from a concat's output on its axis",
+            "the graph shape of `ane-refused-slice-of-concat`, not known to be refused; NVIDIA NeMo's "
+            "`CausalConv1D.update_cache` writes it",
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -74,19 +96,19 @@ def _span(positions: range) -> str:
     return f"[{positions.start}:{stop}{step}]"
 
 
-def _concat_sizes(op: Operation, concat: Operation, axis: int) -> list[int] | Refusal:
+def _concat_sizes(op: Operation, concat: Operation, axis: int) -> list[int] | Declined:
     for value in concat.values:
         if value.rank == 0:  # concat reads a scalar as one element; a piece of it would be a scalar
-            return Refusal(op, f"concat input '{value.name}' is a scalar")
+            return Declined(op, f"concat input '{value.name}' is a scalar")
         if is_symbolic(value.shape[axis]):
-            return Refusal(op, f"concat input '{value.name}' has a run-time size on axis {axis}")
+            return Declined(op, f"concat input '{value.name}' has a run-time size on axis {axis}")
     return [int(value.shape[axis]) for value in concat.values]
 
 
-def _window(reader: Reader, concat: Operation, axis: int, sizes: list[int]) -> Window | Refusal:
+def _window(reader: Reader, concat: Operation, axis: int, sizes: list[int]) -> Window | Declined:
     selected = reader.positions(axis, sum(sizes))
     if not selected:
-        return Refusal(reader.op, f"'{reader.output().name}' reads no element of the concat axis")
+        return Declined(reader.op, f"'{reader.output().name}' reads no element of the concat axis")
     others_kept = all(reader.keeps(other) for other in range(reader.op.x.rank) if other != axis)
     cuts = []
     for piece in pieces_of(selected, sizes):
@@ -107,27 +129,24 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
     op_types = tuple(READERS)
     rule = "slice-of-concat"
 
-    def __init__(self) -> None:
-        self._consts: dict[tuple, Var] = {}
-
-    def match(self, op: Operation) -> tuple[Window, ...] | Refusal | None:
+    def match(self, op: Operation) -> tuple[Window, ...] | Declined | None:
         concat = op.x.op
         if concat is None or concat.op_type != "concat" or not any(map(is_used, op.outputs)):
             return None  # not a window of a concat, or dead code: nothing to move
         if concat.interleave is not None and concat.interleave.val:
-            return Refusal(op, f"concat '{concat.name}' interleaves its inputs")
+            return Declined(op, f"concat '{concat.name}' interleaves its inputs")
         axis = concat.axis.val.item() % op.x.rank
         sizes = _concat_sizes(op, concat, axis)
-        if isinstance(sizes, Refusal):
+        if isinstance(sizes, Declined):
             return sizes
         readers = READERS[op.op_type].read(op, axis)
-        if isinstance(readers, Refusal):
+        if isinstance(readers, Declined):
             return readers
         windows = []
         for reader in readers:
             if is_used(reader.output()):
                 window = _window(reader, concat, axis, sizes)
-                if isinstance(window, Refusal):
+                if isinstance(window, Declined):
                     return window  # the first refusal: the op stays as it is
                 windows.append(window)
         return tuple(windows)
@@ -152,56 +171,48 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
         sources = sorted({c.source.name for w in match for c in w.cuts})
         return f"{reads}: it is cut from the concat's inputs instead ({', '.join(repr(n) for n in sources)})"
 
-    def rewrite(self, op: Operation, match: tuple[Window, ...], rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: tuple[Window, ...], rewriter: Rewriter) -> tuple[Var | None, ...]:
+        joined: dict[Var, Var] = {}
         for window in match:
             name = window.output.name
-            pieces = [self._piece(op, cut, f"{name}_piece{k}", rewriter) for k, cut in enumerate(window.cuts)]
-            joined = (
+            pieces = [_piece(cut, f"{name}_piece{k}", rewriter) for k, cut in enumerate(window.cuts)]
+            joined[window.output] = (
                 pieces[0]
                 if len(pieces) == 1
-                else rewriter.emit(
-                    op,
+                else rewriter.add(
                     "concat",
                     f"{name}_concat",
                     values=tuple(pieces),
-                    axis=self._const(rewriter, op, "axis", window.join_axis),
-                    interleave=self._const(rewriter, op, "interleave", False),
+                    axis=_const(rewriter, "axis", window.join_axis),
+                    interleave=_const(rewriter, "interleave", False),
                 )
             )
-            rewriter.replace(window.output, joined)
-
-    def _piece(self, op: Operation, cut: Cut, name: str, rewriter: Rewriter) -> Var:
-        if cut.op_type is None or cut.params is None:  # a Cut has both or neither
-            return cut.source
-        params = {param: self._const(rewriter, op, param, values) for param, values in cut.params.items()}
-        return rewriter.emit(op, cut.op_type, name, x=cut.source, **params)
-
-    def _const(self, rewriter: Rewriter, op: Operation, param: str, value: Any) -> Any:
-        """One const per value and function, first in the function: windows share their bounds.
-
-        Building ops is most of this pass's cost: sharing makes the streaming program's rewrite
-        2 ops per window instead of 7. Negative bounds are not shared: coremltools' slice type
-        inference rewrites them in place for the shape of the op at hand.
-        """
-        value = np.array(value, dtype=np.bool_ if param.endswith(("mask", "interleave")) else np.int32)
-        if value.dtype != np.bool_ and (value < 0).any():
-            return value
-        block = op.enclosing_block
-        while block.outer_op is not None:
-            block = block.outer_op.enclosing_block
-        key = (block, param, value.dtype, value.shape, value.tobytes())
-        var = self._consts.get(key)
-        if var is None or var.op.enclosing_block is None:
-            var = rewriter.emit(block.operations[0], "const", f"concat_slice_{param}", val=value)
-            self._consts[key] = var
-        return var
+        return tuple(joined.get(out) for out in op.outputs)
 
 
-@register("concat_slice_to_slice_concat")
+def _piece(cut: Cut, name: str, rewriter: Rewriter) -> Var:
+    if cut.op_type is None or cut.params is None:  # a Cut has both or neither
+        return cut.source
+    params = {param: _const(rewriter, param, values) for param, values in cut.params.items()}
+    return rewriter.add(cut.op_type, name, x=cut.source, **params)
+
+
+def _const(rewriter: Rewriter, param: str, value: Any) -> Any:
+    """A shared const (:meth:`Rewriter.const`): windows share their bounds.
+
+    Building ops is most of this pass's cost: sharing makes the streaming program's rewrite
+    2 ops per window instead of 7. Negative bounds are not shared: coremltools' slice type
+    inference rewrites them in place for the shape of the op at hand.
+    """
+    value = np.array(value, dtype=np.bool_ if param.endswith(("mask", "interleave")) else np.int32)
+    if value.dtype != np.bool_ and (value < 0).any():
+        return value
+    return rewriter.const(value, f"concat_slice_{param}")
+
+
+@register(DECLARATION)
 class ConcatSliceToSliceConcat(PatternPass):
-    """Rewrite every window of a concat's output as a concat of windows of its inputs."""
-
-    name = "webnn::concat_slice_to_slice_concat"
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         return [WindowOfConcat()]

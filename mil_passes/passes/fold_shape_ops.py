@@ -58,12 +58,49 @@ import numpy as np
 from coremltools.converters.mil.mil import Operation, Var, get_new_symbol, types
 from coremltools.converters.mil.mil.types.symbolic import any_variadic, is_symbolic
 
-from ..inference import INFERENCE_HOLES, repair_types, reshape_output_shape
+from ..type_repair import INFERENCE_HOLES, repair_types, reshape_output_shape
 from ..ir import is_used
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
 from ..semantics import reshape_zeros
+from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
 from ._shape_values import RULES, Dim, ShapeValue, Values, dim_of, numpy_dtype, trackable
+
+DECLARATION = PassDeclaration(
+    name="fold_shape_ops",
+    summary="Fold `shape` ops and the arithmetic on their outputs into constants.",
+    slots=(
+        Slot(
+            30,
+            "common::remove_symbolic_reshape",
+            "shape chains fold after const_elimination and before remove_symbolic_reshape, which gives up "
+            "once two dims are symbolic",
+        ),
+        Slot(
+            50,
+            "common::remove_symbolic_reshape",
+            "again after concat_slice_to_slice_concat: a window on a concat of shape vectors becomes slices "
+            "of shape outputs, which fold (found by the fuzzer: without this run the pipeline is not idempotent)",
+        ),
+        Slot(
+            110,
+            "common::add_int16_cast",
+            "again right after common::add_fp16_cast, before const_elimination: it re-creates every reshape, "
+            "and coremltools types a 0 target literally (found converting GPT-2 at fp16); this run gives them "
+            "their true types again before anything reads the 0s as sizes",
+        ),
+    ),
+    rules=(
+        LintRule(
+            "runtime-shape",
+            "info",
+            "shape arithmetic a pass folds to constants, or a `shape` op that stays and why (in the user's "
+            "names of flexible inputs)",
+            "WebNN has no MIL lowering of `shape`; coremltools folds shape chains only in DEFAULT and with at most "
+            "one run-time dim",
+        ),
+    ),
+)
 
 
 def _show(elements) -> str:
@@ -84,24 +121,24 @@ class ReshapePlan:
     reshaped: type
 
 
-def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal | None:
+def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Declined | None:
     """How ``op`` (a reshape with a computed target) reads with a const target, why it cannot
-    (a :class:`Refusal`), or None when it is no candidate (its target is const already, or not
+    (a :class:`Declined`), or None when it is no candidate (its target is const already, or not
     computed from shape ops)."""
     if op.shape.val is not None:
         return None
     if not types.is_tensor(op.x.sym_type) or any_variadic(op.x.shape):
-        return Refusal(op, "x has no fixed rank")
+        return Declined(op, "x has no fixed rank")
     value = values.of(op.shape)
     if value is None or value.elements.ndim != 1:
-        return Refusal(op, "target has no static length")
+        return Declined(op, "target has no static length")
     if not value.from_shape:
         return None
     x_dims = [dim_of(d) for d in op.x.shape]
     try:  # a literal 0 copies a dim of x, by the op's own opset rule
         wanted = reshape_zeros(op.opset_version, x_dims, list(value.elements))
     except ValueError:
-        return Refusal(op, f"target {_show(value.elements)} holds a 0 but not x's rank")
+        return Declined(op, f"target {_show(value.elements)} holds a 0 but not x's rank")
     dims: list[int | Dim | None] = []  # None: a size only the run time knows
     for element in wanted:
         if isinstance(element, Dim) or element is None or element == -1:
@@ -109,7 +146,7 @@ def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal | None:
         elif element > 0:
             dims.append(int(element))
         else:
-            return Refusal(op, f"target {_show(value.elements)} holds {element}")
+            return Declined(op, f"target {_show(value.elements)} holds {element}")
     zeros = sum(not isinstance(d, int) for d in dims) > 1  # else one -1 is enough
     x_slots: list[int | None]
     t_slots: list[int | None]
@@ -122,7 +159,7 @@ def plan_reshape(op: Operation, values: Values) -> ReshapePlan | Refusal | None:
     plan = _plan(op, x_slots, t_slots, dims, zeros)
     if plan.target.count(-1) > 1:
         inferred = [wanted[s] for t, s in zip(plan.target, t_slots) if t == -1 and s is not None]
-        return Refusal(
+        return Declined(
             op,
             f"target {_show(wanted)} of x {_show(x_dims)}: {_show(inferred)[1:-1]} are run-time sizes a const "
             "target can neither copy from x in place (0) nor infer (-1 stands for one size only)",
@@ -257,12 +294,12 @@ class FoldReshapeTarget(RewritePattern[ReshapePlan]):
 
     op_types = ("reshape",)
     rule = "runtime-shape"
-    refused_because = "depends on sizes known only at run time"
+    declined_because = "depends on sizes known only at run time"
 
     def __init__(self, values: Values | None = None) -> None:
         self.values = values if values is not None else Values()
 
-    def match(self, op: Operation) -> ReshapePlan | Refusal | None:
+    def match(self, op: Operation) -> ReshapePlan | Declined | None:
         return plan_reshape(op, self.values)
 
     def describe(self, op: Operation, plan: ReshapePlan) -> str:
@@ -272,15 +309,15 @@ class FoldReshapeTarget(RewritePattern[ReshapePlan]):
             f"it gets the const target {list(plan.target)}{expand}"
         )
 
-    def rewrite(self, op: Operation, plan: ReshapePlan, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, plan: ReshapePlan, rewriter: Rewriter) -> Var:
         source, name = op.x, op.name
         if plan.expand_axes:
-            source = rewriter.emit(op, "expand_dims", f"{name}_expanded", x=source, axes=list(plan.expand_axes))
-        result = rewriter.emit(op, "reshape", name, x=source, shape=np.array(plan.target, np.int32))
+            source = rewriter.add("expand_dims", f"{name}_expanded", x=source, axes=list(plan.expand_axes))
+        result = rewriter.add("reshape", name, x=source, shape=np.array(plan.target, np.int32))
         declare_reshape_type(result.op, plan.reshaped)
         if plan.squeeze_axes:
-            result = rewriter.emit(op, "squeeze", f"{name}_squeezed", x=result, axes=list(plan.squeeze_axes))
-        rewriter.replace(op.outputs[0], result)
+            result = rewriter.add("squeeze", f"{name}_squeezed", x=result, axes=list(plan.squeeze_axes))
+        return result
 
 
 class FoldShapeValue(RewritePattern[list]):
@@ -288,7 +325,7 @@ class FoldShapeValue(RewritePattern[list]):
 
     op_types = tuple(RULES)
     rule = "runtime-shape"
-    refused_because = "depends on sizes known only at run time"
+    declined_because = "depends on sizes known only at run time"
 
     def __init__(self, values: Values | None = None) -> None:
         self.values = values if values is not None else Values()
@@ -307,22 +344,24 @@ class FoldShapeValue(RewritePattern[list]):
             return folds
         if op.op_type == "shape":
             reason = _why_shape_stays(op, values)
-            return Refusal(op, reason) if reason else None  # None: every use folds, it goes as dead code
+            return Declined(op, reason) if reason else None  # None: every use folds, it goes as dead code
         if not any(trackable(v) for v in used):
             return None  # not a shape value: no small static numeric output in use
         value = _value(values, next(v for v in used if trackable(v)))
         if value.is_known or not _reads_shape(op, values):
             return None  # not computed from shape ops
-        return Refusal(op, f"value {_show(value.elements.flat)} is not known before run time")
+        return Declined(op, f"value {_show(value.elements.flat)} is not known before run time")
 
     def describe(self, op: Operation, folds: list) -> str:
         values = ", ".join(f"'{var.name}' = {array.tolist()}" for var, array in folds)
         return f"{op.op_type} '{op.name}' computes a shape value known before run time: it folds to {values}"
 
-    def rewrite(self, op: Operation, folds: list, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, folds: list, rewriter: Rewriter) -> tuple[Var | None, ...]:
+        folded = {}
         for var, array in folds:
             val = array if types.is_tensor(var.sym_type) else array.reshape(())[()]
-            rewriter.replace(var, rewriter.emit(op, "const", var.name, val=val))
+            folded[var] = rewriter.const(val, var.name)
+        return tuple(folded.get(out) for out in op.outputs)
 
 
 def _value(values: Values, var: Var) -> ShapeValue:
@@ -358,7 +397,7 @@ def _why_shape_stays(op: Operation, values: Values) -> str | None:
             seen.add(child)
             if child.op_type == "reshape" and child.shape is var and child.x is not var:
                 plan = plan_reshape(child, values)
-                if isinstance(plan, Refusal):
+                if isinstance(plan, Declined):
                     reads.append(f"reshape '{child.name}': {plan.reason}")
             elif child.op_type in RULES and all(trackable(v) for v in child.outputs):
                 stack.extend(v for v in child.outputs if is_used(v) and not _value(values, v).is_known)
@@ -398,11 +437,9 @@ def retype_zero_targets(prog) -> int:
     return len(repair_types(prog, _RESHAPE_HOLE, _declare_shape))
 
 
-@register("fold_shape_ops")
+@register(DECLARATION)
 class FoldShapeOps(PatternPass):
-    """Fold ``shape`` ops and the arithmetic on their outputs into constants."""
-
-    name = "webnn::fold_shape_ops"
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def apply(self, prog) -> None:
         # Types first: a literal 0 read as a size would fold into wrong constants.

@@ -39,7 +39,18 @@ from coremltools.converters.mil.mil.passes.defs.optimize_normalization import (
     fuse_layernorm_or_instancenorm as CoremltoolsFuseLayernormOrInstancenorm,
 )
 
+from ..declaration import PassDeclaration, Replacement
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="fuse_layernorm_or_instancenorm",
+    summary="coremltools' `fuse_layernorm_or_instancenorm`, refusing the matches it deletes or computes wrong.",
+    replaces=Replacement(
+        "common::fuse_layernorm_or_instancenorm",
+        "safe to replace: ct.convert never names this pass, and neither coremltools' frontend nor backend "
+        "pipeline runs it",
+    ),
+)
 
 
 def _negative_axes(op: Operation) -> list[int]:
@@ -111,7 +122,7 @@ def read_outside(ops: list[Operation], end_op: Operation) -> Operation | None:
     return None
 
 
-@register("fuse_layernorm_or_instancenorm")
+@register(DECLARATION)
 class FuseLayernormOrInstancenorm(CoremltoolsFuseLayernormOrInstancenorm):
     """coremltools' ``fuse_layernorm_or_instancenorm``, refusing shared ops, mismatched reduction
     axes, misplaced gamma / beta and fp16 data."""

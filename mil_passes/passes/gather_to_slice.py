@@ -25,11 +25,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from coremltools.converters.mil.mil import Operation
+from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
+from ..declaration import PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="gather_to_slice",
+    summary="Rewrite every gather by constant indices as slices (a concat of slices for several runs).",
+    slots=(
+        Slot(
+            70,
+            "common::remove_symbolic_reshape",
+            "a gather's indices are constants after const_elimination; after fold_shape_ops, which folds the "
+            "gathers of shape vectors whole",
+        ),
+    ),
+)
 
 MAX_RUNS = 4
 
@@ -64,7 +78,7 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
     op_types = ("gather",)
     rule = "ane-gather"
 
-    def match(self, op: Operation) -> Runs | Refusal | None:
+    def match(self, op: Operation) -> Runs | Declined | None:
         indices = op.indices.val
         if indices is None or op.x.val is not None:
             return None  # run-time indices: no slice computes it; a const x: const_elimination's
@@ -72,15 +86,15 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
         axis = op.axis.val if op.axis is not None else 0
         shape = op.x.shape
         if batch_dims != 0 or axis is None or shape is None or np.ndim(indices) > 1:
-            return Refusal(op, "only a 0-d or 1-d gather along a constant axis without batch dims becomes slices")
+            return Declined(op, "only a 0-d or 1-d gather along a constant axis without batch dims becomes slices")
         axis = int(axis) + len(shape) if int(axis) < 0 else int(axis)
         if is_symbolic(shape[axis]):
-            return Refusal(op, "the gathered axis has a size known only at run time")
+            return Declined(op, "the gathered axis has a size known only at run time")
         runs = runs_of(np.asarray(indices), int(shape[axis]))
         if runs is None:
-            return Refusal(op, "an index is out of range")
+            return Declined(op, "an index is out of range")
         if len(runs) > MAX_RUNS:
-            return Refusal(
+            return Declined(
                 op, f"its indices make {len(runs)} runs of consecutive positions (at most {MAX_RUNS} become slices)"
             )
         return Runs(axis, runs, np.ndim(indices) == 0)
@@ -95,7 +109,7 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
     def cause(self, op: Operation, match: Runs) -> str:
         return "gathers by constant indices: Core ML runs a gather on the CPU/GPU; slices run on the Neural Engine"
 
-    def rewrite(self, op: Operation, match: Runs, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: Runs, rewriter: Rewriter) -> Var:
         rank, out = len(op.x.shape), op.outputs[0]
         pieces = []
         for number, (start, stop) in enumerate(match.runs):
@@ -107,20 +121,15 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
             if match.scalar:
                 inputs["squeeze_mask"] = [axis == match.axis for axis in range(rank)]
             name = out.name if len(match.runs) == 1 else f"{out.name}_run{number}"
-            pieces.append(rewriter.emit(op, "slice_by_index", name, **inputs))
-        joined = (
-            pieces[0]
-            if len(pieces) == 1
-            else rewriter.emit(op, "concat", out.name, values=tuple(pieces), axis=match.axis)
-        )
-        rewriter.replace(out, joined)
+            pieces.append(rewriter.add("slice_by_index", name, **inputs))
+        if len(pieces) == 1:
+            return pieces[0]
+        return rewriter.add("concat", out.name, values=tuple(pieces), axis=match.axis)
 
 
-@register("gather_to_slice")
+@register(DECLARATION)
 class GatherToSlice(PatternPass):
-    """Rewrite every gather by constant indices as slices (a concat of slices for several runs)."""
-
-    name = "webnn::gather_to_slice"
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         return [GatherOfConstantIndices()]

@@ -26,11 +26,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from coremltools.converters.mil.mil import Operation
+from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import any_symbolic
 
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
+from ..declaration import PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="matmul_rank5_to_rank4",
+    summary="Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes.",
+    slots=(
+        Slot(
+            90,
+            "common::remove_symbolic_reshape",
+            "needs static shapes: after fold_shape_ops; merge_consecutive_reshapes then merges its reshapes",
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -76,13 +89,13 @@ class Rank5Matmul(RewritePattern[Merge]):
     op_types = ("matmul", "linear")
     rule = "ane-rank5-matmul"
 
-    def match(self, op: Operation) -> Merge | Refusal | None:
+    def match(self, op: Operation) -> Merge | Declined | None:
         operands = (op.x, op.y) if op.op_type == "matmul" else (op.x,)
         if any(v.shape is None for v in operands) or all(len(v.shape) < 5 for v in operands):
             return None
         y_shape = tuple(op.y.shape) if op.op_type == "matmul" else None
         merge = plan(tuple(op.x.shape), y_shape, tuple(op.outputs[0].shape))
-        return Refusal(op, merge) if isinstance(merge, str) else merge
+        return Declined(op, merge) if isinstance(merge, str) else merge
 
     def describe(self, op: Operation, match: Merge) -> str:
         return (
@@ -93,23 +106,20 @@ class Rank5Matmul(RewritePattern[Merge]):
     def cause(self, op: Operation, match: Merge) -> str:
         return "multiplies rank-5 operands, which the Neural Engine's matmul rejects: a rank-4 one between reshapes"
 
-    def rewrite(self, op: Operation, match: Merge, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: Merge, rewriter: Rewriter) -> Var:
         out = op.outputs[0]
         inputs = dict(op.inputs)
         for side, shape in (("x", match.x), ("y", match.y)):
             if shape is not None:
                 target = np.array(shape, np.int32)
-                inputs[side] = rewriter.emit(op, "reshape", f"{out.name}_{side}", x=inputs[side], shape=target)
-        product = rewriter.emit(op, op.op_type, f"{out.name}_{op.op_type}", **inputs)
-        back = rewriter.emit(op, "reshape", out.name, x=product, shape=np.array(match.out, np.int32))
-        rewriter.replace(out, back)
+                inputs[side] = rewriter.add("reshape", f"{out.name}_{side}", x=inputs[side], shape=target)
+        product = rewriter.add(op.op_type, f"{out.name}_{op.op_type}", **inputs)
+        return rewriter.add("reshape", out.name, x=product, shape=np.array(match.out, np.int32))
 
 
-@register("matmul_rank5_to_rank4")
+@register(DECLARATION)
 class MatmulRank5ToRank4(PatternPass):
-    """Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes."""
-
-    name = "webnn::matmul_rank5_to_rank4"
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         return [Rank5Matmul()]

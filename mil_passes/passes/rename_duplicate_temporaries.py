@@ -56,7 +56,24 @@ from coremltools.converters.mil.mil import Function, Operation, Program, Var
 from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
 
 from ..ir import FreshNames, iter_blocks, iter_ops, program_names
+from ..rewriter import RewriteResult
+from ..declaration import LintRule, PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="rename_duplicate_temporaries",
+    summary="Make every var name and op name unique, keeping function input and output names.",
+    slots=(Slot(10, None, "names first: later passes and the serializer resolve vars by name"),),
+    rules=(
+        LintRule(
+            "duplicate-name",
+            "error",
+            "a name defined again where an earlier definition is visible",
+            "a saved `.mlpackage` links uses to definitions by name: reloaded, it reads the wrong definition "
+            "without a word (coremltools' `dedup_op_and_var_names` runs only in DEFAULT)",
+        ),
+    ),
+)
 
 logger = logging.getLogger("mil_passes")
 
@@ -185,15 +202,18 @@ def rename_duplicates(prog: Program) -> list[Rename]:
     return [rename for _, rename in planned]
 
 
-@register("rename_duplicate_temporaries")
+@register(DECLARATION)
 class RenameDuplicateTemporaries(AbstractGraphPass):
-    """Make every var name and op name unique, keeping function input and output names.
+    """What ``DECLARATION`` declares, as a pass.
 
-    After ``apply``, ``self.renames`` lists the renames as ``Rename(kind, old, new)``.
+    After ``apply``, ``self.renames`` lists the renames as ``Rename(kind, old, new)``, and
+    ``self.last_result`` counts them, as every pass of the package reports.
     """
 
     def __init__(self) -> None:
         self.renames: list[Rename] = []
+        self.last_result: RewriteResult | None = None
 
     def apply(self, prog: Program) -> None:
         self.renames = rename_duplicates(prog)
+        self.last_result = RewriteResult(rewritten=len(self.renames))

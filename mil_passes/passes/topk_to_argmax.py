@@ -20,11 +20,18 @@ where topk returns the first.
 
 from __future__ import annotations
 
-from coremltools.converters.mil.mil import Operation
+from coremltools.converters.mil.mil import Operation, Var
 
 from ..ir import is_used
-from ..rewriter import PatternPass, Refusal, RewritePattern, Rewriter
+from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
+from ..declaration import PassDeclaration, Slot
 from . import register
+
+DECLARATION = PassDeclaration(
+    name="topk_to_argmax",
+    summary="Rewrite every descending k=1 topk read for its index alone as a reduce_argmax.",
+    slots=(Slot(80, "common::remove_symbolic_reshape", "a topk's k is a constant after const_elimination"),),
+)
 
 
 def _flag(op: Operation, name: str, default: bool) -> bool | None:
@@ -40,23 +47,23 @@ class IndexOfTopOne(RewritePattern[str]):
     op_types = ("topk",)
     rule = "ane-topk-sort"
 
-    def match(self, op: Operation) -> str | Refusal | None:
+    def match(self, op: Operation) -> str | Declined | None:
         if op.k.val is None or int(op.k.val) != 1:
             return None
         if len(op.outputs) < 2 or _flag(op, "return_indices", True) is False:
-            return Refusal(op, "it returns no indices")
+            return Declined(op, "it returns no indices")
         if is_used(op.outputs[0]):
-            return Refusal(op, "its values are read (reduce_max may differ in the sign of a zero)")
+            return Declined(op, "its values are read (reduce_max may differ in the sign of a zero)")
         if op.axis is not None and op.axis.val is None:
-            return Refusal(op, "its axis is known only at run time")
+            return Declined(op, "its axis is known only at run time")
         dtype = getattr(op, "output_indices_dtype", None)
         if dtype is not None and dtype.val not in (None, "int32"):
-            return Refusal(op, f"its indices are {dtype.val} (reduce_argmax gives int32)")
+            return Declined(op, f"its indices are {dtype.val} (reduce_argmax gives int32)")
         ascending = _flag(op, "ascending", False)
         if ascending is None:
-            return Refusal(op, "its order is known only at run time")
+            return Declined(op, "its order is known only at run time")
         if ascending:
-            return Refusal(op, "it is ascending: topk sorts a NaN last, reduce_argmin would pick it")
+            return Declined(op, "it is ascending: topk sorts a NaN last, reduce_argmin would pick it")
         return "reduce_argmax"
 
     def describe(self, op: Operation, match: str) -> str:
@@ -68,17 +75,15 @@ class IndexOfTopOne(RewritePattern[str]):
     def cause(self, op: Operation, match: str) -> str:
         return f"takes the index of the top 1: Core ML runs topk on the CPU/GPU; a {match} runs on the Neural Engine"
 
-    def rewrite(self, op: Operation, kind: str, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, kind: str, rewriter: Rewriter) -> tuple[Var | None, ...]:
         axis = int(op.axis.val) if op.axis is not None else -1
         indices = op.outputs[1]
-        rewriter.replace(indices, rewriter.emit(op, kind, indices.name, x=op.x, axis=axis, keep_dims=True))
+        return (None, rewriter.add(kind, indices.name, x=op.x, axis=axis, keep_dims=True))
 
 
-@register("topk_to_argmax")
+@register(DECLARATION)
 class TopkToArgmax(PatternPass):
-    """Rewrite every descending k=1 topk read for its index alone as a reduce_argmax."""
-
-    name = "webnn::topk_to_argmax"
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
 
     def patterns(self) -> list[RewritePattern]:
         return [IndexOfTopOne()]

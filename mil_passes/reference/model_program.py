@@ -16,7 +16,7 @@ from typing import Any
 
 from coremltools.converters.mil.mil import Program, Var
 
-from ..inference import repair_types
+from ..type_repair import repair_types
 from .decoded import DECODED_OPS, read_only
 from .frozen import freeze_consts
 from .interpreter import const_op_outputs

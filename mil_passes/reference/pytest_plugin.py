@@ -311,7 +311,7 @@ def _pipeline(enabled: bool, rewrites: collections.Counter) -> Iterator[None]:
 
     from .. import rewriter
     from ..passes import rename_duplicate_temporaries as renames_module
-    from ..placement import pipeline
+    from ..schedule import pipeline
 
     originals = (_converters_entry.mil_convert, rewriter.apply_patterns, renames_module.rename_duplicates)
     mil_convert, apply_patterns, rename_duplicates = originals

@@ -1,7 +1,6 @@
 """Testing tools: feeds, exact equivalence, the ``check_pass`` harness, hypothesis strategies."""
 
 from .check import (
-    run_pass,
     assert_equivalent,
     assert_same_interface,
     check_pass,
@@ -17,7 +16,6 @@ __all__ = [
     "assert_equivalent",
     "assert_same_interface",
     "check_pass",
-    "run_pass",
     "op_counts",
     "interface",
 ]

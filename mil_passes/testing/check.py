@@ -8,12 +8,11 @@ from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 
 from ..ir import op_counts
-from ..runner import run_pass
+from ..runner import run_pass, run_pipeline
 from ..reference.equivalence import assert_equivalent, assert_same_interface, compare_output, interface
 from ..reference.feeds import random_array, random_inputs
 
 __all__ = [
-    "run_pass",
     "assert_equivalent",
     "assert_same_interface",
     "check_pass",
@@ -43,7 +42,7 @@ def check_pass(
     changes nothing (the printed program is identical).
     """
     before, after = build(), build()
-    run_pass(after, pass_name)
+    _run(after, pass_name)
     after.validate()
     if list(after.functions) != list(before.functions):
         raise AssertionError(f"functions changed: before {list(before.functions)}, after {list(after.functions)}")
@@ -60,8 +59,16 @@ def check_pass(
             function=function,
         )
     printed = str(after)
-    run_pass(after, pass_name)
+    _run(after, pass_name)
     again = str(after)
     if again != printed:
         raise AssertionError(f"{pass_name} is not idempotent: a second run changed\n{printed}\ninto\n{again}")
     return after
+
+
+def _run(prog: Program, target: str | PassPipeline) -> None:
+    """Run a registered pass, or a whole pipeline."""
+    if isinstance(target, PassPipeline):
+        run_pipeline(prog, target)
+    else:
+        run_pass(prog, target)

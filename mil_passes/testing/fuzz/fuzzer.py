@@ -74,7 +74,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis.control import current_build_context
 from hypothesis.strategies import SearchStrategy
 
-from ...placement import PASS_NAMES, pipeline
+from ...schedule import PASS_NAMES, pipeline
 from ...runner import run_pass
 from ...verify import resolve_pipeline, verify_program
 from ..check import assert_equivalent, check_pass
@@ -563,7 +563,7 @@ def _failed_row(name: str, error: BaseException, examples: int, at: int) -> tupl
 
 def stateful_targets() -> dict[str, str | PassPipeline]:
     """Every pass of the package, then its pipeline (after EMPTY) on its own."""
-    from ...placement import PASS_NAMES, pipeline
+    from ...schedule import PASS_NAMES, pipeline
 
     targets: dict[str, str | PassPipeline] = {name: name for name in PASS_NAMES}
     targets["pipeline"] = pipeline(PassPipeline.EMPTY)

@@ -11,7 +11,7 @@ from coremltools.converters.mil.mil import Program
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
 from ...lint import lint
-from ...placement import PASS_NAMES
+from ...schedule import PASS_NAMES
 from ..programs.recipe import program_text
 from ..strategies import DrawnProgram
 

@@ -17,6 +17,7 @@ from . import default_activation as activation
 from . import default_linear as linear
 from . import default_movement as movement
 from . import default_quantization as quantization
+from ...passes import rename_duplicate_temporaries
 from ..programs.grower import Grower
 from .passes import PLANTS, Plant
 from ..programs.recipe import Ref
@@ -157,7 +158,7 @@ UNREACHED: dict[str, str] = {
 
 #: The package's plant that names two vars alike on purpose (MIL names are unique: coremltools'
 #: passes other than ``dedup_op_and_var_names`` may assume so).
-DUPLICATE_NAMES = "rename_duplicate_temporaries"
+DUPLICATE_NAMES = rename_duplicate_temporaries.DECLARATION.name
 
 
 def plant_default_mix(g: Grower) -> list[Ref]:

@@ -12,15 +12,14 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from .default_base import float_dtype, near, runtime, runtime_of_rank, scalar
+from .default_base import float_dtype, float_runtime, near, runtime, runtime_of_rank, scalar
 from ..programs.grower import Grower
 from ..programs.recipe import Ref
 
 
 def plant_gelu_exact(g: Grower) -> list[Ref]:
     """``0.5 * x * (1 + erf(x / sqrt(2)))`` in the pass's three orders."""
-    dtype = float_dtype(g)
-    x = runtime_of_rank(g, g.draw(st.integers(1, 3)), dtype)
+    dtype, x = float_runtime(g, (1, 3))
     if g.draw(st.booleans()):
         scaled = g.emit("real_div", {"x": x, "y": scalar(dtype, near(math.sqrt(2), g, 0.5))})[0]
     else:
@@ -41,8 +40,7 @@ def plant_gelu_exact(g: Grower) -> list[Ref]:
 
 def plant_gelu_tanh(g: Grower) -> list[Ref]:
     """``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``, both of the pass's orders."""
-    dtype = float_dtype(g)
-    x = runtime_of_rank(g, g.draw(st.integers(1, 3)), dtype)
+    dtype, x = float_runtime(g, (1, 3))
     first_half = g.draw(st.booleans())
     half = scalar(dtype, 0.5)
     halved_x = g.emit("mul", {"x": x, "y": half})[0] if first_half else None
@@ -60,8 +58,7 @@ def plant_gelu_tanh(g: Grower) -> list[Ref]:
 
 def plant_leaky_relu(g: Grower) -> list[Ref]:
     """``maximum(mul(x, alpha), x)``; alpha in [0, 1] fuses, alpha 1.5 or -0.2 must stay."""
-    dtype = float_dtype(g)
-    x = runtime_of_rank(g, g.draw(st.integers(1, 4)), dtype)
+    dtype, x = float_runtime(g, (1, 4))
     alpha = g.choose((0.1, 0.2, 0.0, 1.0, 0.3, 1.5, -0.2))
     scaled = g.emit("mul", {"x": scalar(dtype, alpha), "y": x} if g.chance(3) else {"x": x, "y": scalar(dtype, alpha)})[
         0
@@ -107,8 +104,7 @@ def dtype_np(dtype: str) -> type:
 
 def plant_relu_chain(g: Grower) -> list[Ref]:
     """``relu(relu(x))`` (sometimes three); the look-alike has the first relu read elsewhere too."""
-    dtype = float_dtype(g)
-    x = runtime_of_rank(g, g.draw(st.integers(1, 3)), dtype)
+    dtype, x = float_runtime(g, (1, 3))
     first = g.emit("relu", {"x": x})[0]
     out = g.emit("relu", {"x": first})[0]
     if g.chance(3):
@@ -152,8 +148,7 @@ def plant_rank0_binary(g: Grower) -> list[Ref]:
 
 def plant_divide(g: Grower) -> list[Ref]:
     """``real_div(x, const)``; the look-alikes: a const numerator, an int division."""
-    dtype = float_dtype(g)
-    x = runtime_of_rank(g, g.draw(st.integers(0, 2)), dtype)
+    dtype, x = float_runtime(g, (0, 2))
     divisor = g.choose((2.0, 3.0, -0.5, 0.1, 1e-3, 0.0))
     if g.chance(4):
         return g.emit("real_div", {"x": scalar(dtype, divisor), "y": x})

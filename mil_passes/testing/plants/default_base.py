@@ -46,6 +46,12 @@ def runtime_of_rank(g: Grower, rank: int, dtype: str, max_side: int = 4) -> Ref:
     return runtime(g, tuple(sides), dtype)
 
 
+def float_runtime(g: Grower, ranks: tuple[int, int]) -> tuple[str, Ref]:
+    """A float dtype and a run-time input of it, of a rank drawn from ``ranks`` (inclusive)."""
+    dtype = float_dtype(g)
+    return dtype, runtime_of_rank(g, g.draw(st.integers(*ranks)), dtype)
+
+
 def near(value: float, g: Grower, off: float) -> float:
     """``value``, or (one time in four: a look-alike that must stay) ``value + off``."""
     return value + off if g.chance(4) else value

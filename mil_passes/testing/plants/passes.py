@@ -19,6 +19,13 @@ from ..programs.grower import BASIC, MAX_ELEMENTS, NUMERIC, Grower, dtype_of, is
 from ..programs.ops_base import factor, operand
 from ..programs.ops_elementwise import add_select
 from ..programs.recipe import DTYPES, Operand, Ref
+from ...passes import (
+    band_part_difference_to_select,
+    canonicalize_uint8_select,
+    concat_slice_to_slice_concat,
+    fold_shape_ops,
+    rename_duplicate_temporaries,
+)
 from .placement import PLACEMENT_PLANTS
 
 Plant = Callable[[Grower], "list[Ref]"]
@@ -261,11 +268,12 @@ def plant_band_part_difference(g: Grower) -> list[Ref]:
     return keep
 
 
+#: The plant of each pass, by the pass's declared name.
 PLANTS: dict[str, Plant] = {
-    "band_part_difference_to_select": plant_band_part_difference,
-    "concat_slice_to_slice_concat": plant_concat_window,
-    "fold_shape_ops": plant_shape_chain,
-    "canonicalize_uint8_select": plant_bool_round_trip,
-    "rename_duplicate_temporaries": plant_duplicate_names,
+    band_part_difference_to_select.DECLARATION.name: plant_band_part_difference,
+    concat_slice_to_slice_concat.DECLARATION.name: plant_concat_window,
+    fold_shape_ops.DECLARATION.name: plant_shape_chain,
+    canonicalize_uint8_select.DECLARATION.name: plant_bool_round_trip,
+    rename_duplicate_temporaries.DECLARATION.name: plant_duplicate_names,
     **PLACEMENT_PLANTS,
 }

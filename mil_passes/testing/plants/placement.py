@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from ...passes import gather_to_slice, matmul_rank5_to_rank4, topk_to_argmax
 from ..programs.grower import NUMERIC, SMALL_INT, Grower, dtype_of, is_static, numel, shape_of
 from ..programs.recipe import DTYPES, Ref
 
@@ -110,7 +111,7 @@ def plant_rank5_matmul(g: Grower) -> list[Ref]:
 
 
 PLACEMENT_PLANTS = {
-    "gather_to_slice": plant_constant_gather,
-    "topk_to_argmax": plant_top_index,
-    "matmul_rank5_to_rank4": plant_rank5_matmul,
+    gather_to_slice.DECLARATION.name: plant_constant_gather,
+    topk_to_argmax.DECLARATION.name: plant_top_index,
+    matmul_rank5_to_rank4.DECLARATION.name: plant_rank5_matmul,
 }

@@ -36,7 +36,7 @@ from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from hypothesis import strategies as st
 
 from ...reference.state import evaluate_steps
-from ...runner import run_pass
+from ...runner import run_pass, run_pipeline
 from ..programs.recipe import program_text
 
 __all__ = [
@@ -262,7 +262,7 @@ def check_stateful(drawn: StatefulProgram, target: str | PassPipeline, steps: in
     after every step bit for bit. Returns whether the program printed differently after."""
     before, after = drawn.build(), drawn.build()
     with contextlib.redirect_stderr(io.StringIO()):  # a pipeline draws a progress bar
-        run_pass(after, target)
+        run_pipeline(after, target) if isinstance(target, PassPipeline) else run_pass(after, target)
     after.validate()
     want_inputs, got_inputs = (list(p.functions["main"].inputs) for p in (before, after))
     if want_inputs != got_inputs:

@@ -1,48 +1,20 @@
-"""Where each pass of the package goes in a coremltools PassPipeline, and why."""
+"""The pipeline schedule: where each pass of the package goes in a coremltools PassPipeline, read
+from the passes' declarations (their ``slots`` and ``replaces``), and ``pipeline()``, which builds it."""
 
 from __future__ import annotations
 
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
 
-from . import guards, passes  # noqa: F401  (registers every pass and guard)
-from .guards.int16_narrowing import narrowing_selector
+from . import guards
+from .declaration import pass_names, pipeline_order
+from .int16_narrowing import narrowing_selector
+from .passes import DECLARATIONS
 
-# (pass, insert it right before the first of this pass in the base pipeline) — if the base lacks
-# the anchor, the pass goes after the package's previous pass (or first, for the first one).
-PLACEMENT: tuple[tuple[str, str | None], ...] = (
-    # Names first: later passes and the serializer resolve vars by name.
-    ("webnn::rename_duplicate_temporaries", None),
-    # After const_elimination folded the select operands, before select_optimization reads them.
-    ("webnn::canonicalize_uint8_select", "common::select_optimization"),
-    # Shape chains are folded after const_elimination and before remove_symbolic_reshape, which
-    # gives up once two dims are symbolic.
-    ("webnn::fold_shape_ops", "common::remove_symbolic_reshape"),
-    # Needs constant slice bounds: after const_elimination and fold_shape_ops.
-    ("webnn::concat_slice_to_slice_concat", "common::remove_symbolic_reshape"),
-    # Again: a window on a concat of shape vectors becomes slices of shape outputs, which fold
-    # (found by the fuzzer: without this the pipeline is not idempotent).
-    ("webnn::fold_shape_ops", "common::remove_symbolic_reshape"),
-    # torch's triu/tril (v - band_part(v)) becomes a select long before common::add_fp16_cast turns
-    # torch.finfo(float32).min into -inf (-inf - -inf is NaN). After const_elimination, which folds a
-    # static mask whole, and after fold_shape_ops, which may give the mask's shape constants; before
-    # the next canonicalize_uint8_select, which turns select(band, 0, ones) of a constant v into a cast.
-    ("webnn::band_part_difference_to_select", "common::remove_symbolic_reshape"),
-    # Neural Engine placement: ops Core ML runs on the CPU become ops it runs on the Neural Engine
-    # (docs/neural-engine.md). A gather's indices and a topk's k are constants after
-    # const_elimination; after fold_shape_ops, which folds the gathers of shape vectors whole.
-    ("webnn::gather_to_slice", "common::remove_symbolic_reshape"),
-    ("webnn::topk_to_argmax", "common::remove_symbolic_reshape"),
-    # Needs static shapes: after fold_shape_ops; its reshapes are merged by merge_consecutive_reshapes.
-    ("webnn::matmul_rank5_to_rank4", "common::remove_symbolic_reshape"),
-    # Again: removing a window can bring a condition next to what canonicalizes it, as in
-    # logical_not(slice(concat(logical_not(x), c))) (found by the fuzzer, as above).
-    ("webnn::canonicalize_uint8_select", "common::remove_symbolic_reshape"),
-    # Again right after common::add_fp16_cast, before const_elimination: it re-creates every reshape,
-    # and coremltools types a 0 target literally (found converting GPT-2 at fp16); this run gives them
-    # their true types again before anything reads the 0s as sizes.
-    ("webnn::fold_shape_ops", "common::add_int16_cast"),
-)
+#: (pass, insert it right before the first of this pass in the base pipeline), one per run, in the
+#: order of the slots' ranks: each pass declares its slots and why (``DECLARATION.slots``). If the
+#: base lacks the anchor, the pass goes after the package's previous pass (or first, for the first one).
+SLOTS: tuple[tuple[str, str | None], ...] = tuple((name, slot.before) for name, slot in pipeline_order(DECLARATIONS))
 
 
 # Guards: (guard, the coremltools pass it protects), from mil_passes/guards/ in its order; each
@@ -52,20 +24,8 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
 # itself is left as coremltools ships it.
 GUARDS: tuple[tuple[str, str], ...] = tuple((guard.name, guard.protects) for guard in guards.GUARDS)
 # Replacements: (coremltools' pass, the webnn:: subclass that pipeline() runs in its place).
-REPLACEMENTS: tuple[tuple[str, str], ...] = (
-    # common::fuse_layernorm_or_instancenorm deletes the matched ops without checking that no
-    # other op reads one (ValueError when the shift beta - mean * scale has another reader). The
-    # subclass refuses that match and fuses every other one as coremltools does. A replacement is
-    # safe here: ct.convert never names this pass, and neither coremltools' frontend nor backend
-    # pipeline runs it.
-    ("common::fuse_layernorm_or_instancenorm", "webnn::fuse_layernorm_or_instancenorm"),
-    # common::canonicalize_inplace_pattern rebuilds a coreml_update_state under the scopes of the op
-    # that computes its value, and ScopeInfo refuses a graph-pass scope of two passes: it raises on
-    # a value two passes rewrote (a window of a concat's const part, sliced by
-    # webnn::concat_slice_to_slice_concat, then folded by const_elimination; found by fuzzing
-    # stateful programs). The subclass passes on the last pass only. Safe to replace: only DEFAULT
-    # names it, and ct.convert does not remove it by name.
-    ("common::canonicalize_inplace_pattern", "webnn::canonicalize_inplace_pattern"),
+REPLACEMENTS: tuple[tuple[str, str], ...] = tuple(
+    (d.replaces.of, d.full_name) for d in DECLARATIONS if d.replaces is not None
 )
 # The guards that take the options of the pass they protect (they read them the same way).
 GUARDED_BY: dict[str, str] = {guard.name: guard.protects for guard in guards.GUARDS if guard.shares_options}
@@ -76,8 +36,8 @@ BACKEND_RUNS: frozenset[str] = frozenset({"common::const_elimination", "common::
 INT16_NARROWING = "common::add_int16_cast"
 
 # Every run, in order (a pass may run twice); PASS_NAMES lists each pass once.
-PIPELINE_ORDER: tuple[str, ...] = tuple(name for name, _ in PLACEMENT if name in PASS_REGISTRY)
-PASS_NAMES: tuple[str, ...] = tuple(dict.fromkeys(PIPELINE_ORDER))
+PIPELINE_ORDER: tuple[str, ...] = tuple(name for name, _ in SLOTS)
+PASS_NAMES: tuple[str, ...] = pass_names(DECLARATIONS)
 GUARD_NAMES: tuple[str, ...] = tuple(guard for guard, _ in GUARDS if guard in PASS_REGISTRY)
 REPLACEMENT_NAMES: tuple[str, ...] = tuple(new for _, new in REPLACEMENTS if new in PASS_REGISTRY)
 
@@ -94,9 +54,7 @@ def pipeline(base: PassPipeline | None = None) -> PassPipeline:
         raise TypeError(f"base must be a coremltools PassPipeline, got {type(base).__name__}")
     names = list(base.passes)
     previous = -1
-    for name, anchor in PLACEMENT:
-        if name not in PASS_NAMES:
-            continue
+    for name, anchor in SLOTS:
         index = names.index(anchor) if anchor in names else None
         if index is None or index <= previous:
             index = previous + 1
