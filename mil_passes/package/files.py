@@ -169,7 +169,10 @@ def read_spec(files: ModelFiles) -> "proto.Model_pb2.Model":
 
 
 def _check_interface(path: Path, spec) -> None:
-    """The description and the program's main function agree (a truncated file often breaks this)."""
+    """The description and the program agree (a truncated file often breaks this): the default
+    function exists, every function has a block for its opset, and each described function's
+    inputs, states and outputs are its program function's (a multifunction model describes each
+    function with its own states; a model of one function describes ``main`` at the top)."""
     program = spec.mlProgram
     name = spec.description.defaultFunctionName or "main"
     if name not in program.functions:
@@ -179,25 +182,28 @@ def _check_interface(path: Path, spec) -> None:
             raise PackageError(
                 f"{path}: function '{shown(function_name)}' has no block for its opset '{shown(function.opset)}'"
             )
-    function = program.functions[name]
+    described = list(spec.description.functions) or [spec.description]
+    for description in described:
+        function_name = getattr(description, "name", "") or name
+        if function_name not in program.functions:
+            raise PackageError(f"{path}: the description's function '{shown(function_name)}' is not in the ML Program")
+        _check_function_interface(path, description, program.functions[function_name], function_name)
+
+
+def _check_function_interface(path: Path, description, function, function_name: str) -> None:
     block = function.block_specializations[function.opset]
-    described_inputs = [feature.name for feature in spec.description.input]
-    described_outputs = [feature.name for feature in spec.description.output]
-    if spec.description.functions:
-        for described in spec.description.functions:
-            if described.name == name:
-                described_inputs = [f.name for f in described.input]
-                described_outputs = [f.name for f in described.output]
+    where = f" of function '{shown(function_name)}'" if function_name != "main" else ""
+    described_inputs = [f.name for f in description.input] + [f.name for f in description.state]
+    described_outputs = [f.name for f in description.output]
     program_inputs = [value.name for value in function.inputs]
-    state_inputs = [feature.name for feature in spec.description.state]
-    if sorted(described_inputs + state_inputs) != sorted(program_inputs):
+    if sorted(described_inputs) != sorted(program_inputs):
         raise PackageError(
-            f"{path}: the description's inputs {shown(str(described_inputs), 100)} are not the program's "
+            f"{path}: the description's inputs{where} {shown(str(described_inputs), 100)} are not the program's "
             f"{shown(str(program_inputs), 100)}"
         )
     if described_outputs != list(block.outputs):
         raise PackageError(
-            f"{path}: the description's outputs {shown(str(described_outputs), 100)} are not the program's "
+            f"{path}: the description's outputs{where} {shown(str(described_outputs), 100)} are not the program's "
             f"{shown(str(list(block.outputs)), 100)}"
         )
 

@@ -21,6 +21,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import coremltools as ct
 from coremltools import proto
@@ -55,6 +56,15 @@ from .layout import write_package
 from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
 from .runtime_quantization import UnloweredQuantization, lower_runtime_quantization
 from ..ir import iter_blocks, iter_ops, iter_proto_ops
+from .functions import (
+    default_function,
+    function_description,
+    function_names,
+    function_view,
+    is_multifunction,
+    merged_placement,
+)
+from .shared_weights import share_identical_weights
 
 __all__ = [
     "Package",
@@ -91,10 +101,20 @@ class Package:
         return self.lint_report(chip)[0]
 
     def lint_report(self, chip: str | None = None) -> tuple[list[Finding], Placement]:
-        """:meth:`lint`'s findings and the predicted Neural Engine placement (``chip``: one chip's family)."""
-        dims = DimNames.of_program(self.program, ranges_of_description(self.spec.description))
-        findings, placement = lint_report(self.program, dims=dims, chip=chip)
-        return by_severity(self.findings + findings), placement
+        """:meth:`lint`'s findings and the predicted Neural Engine placement (``chip``: one chip's
+        family). Each function of a multifunction model is linted as Core ML reads it, alone
+        (its findings name it); the placement then counts every function's ops."""
+        findings, placements = list(self.findings), []
+        for name in function_names(self.program):
+            view = function_view(self.program, name)
+            description = function_description(self.spec, name)
+            dims = DimNames.of_program(view, ranges_of_description(description))
+            found, placement = lint_report(view, dims=dims, chip=chip)
+            if is_multifunction(self.program):
+                found = [finding.located(function=name) for finding in found]
+            findings += found
+            placements.append(placement)
+        return by_severity(findings), merged_placement(placements)
 
 
 def read(path: str | Path) -> Package:
@@ -140,6 +160,8 @@ def _program_of(spec, weights_dir: str | Path, label: str | Path) -> Program:
     except Exception as error:  # noqa: BLE001 - coremltools' loader raises any type on bad input
         raise PackageError(f"{label}: coremltools cannot build the program: {_one_line(error)}") from None
     _drop_loader_placeholders(program, _defined_names(spec))
+    program.default_function_name = spec.description.defaultFunctionName or "main"
+    program.export_as_multifunction = bool(spec.description.functions)
     return program
 
 
@@ -151,6 +173,7 @@ def copy_program(prog: Program) -> Program:
     with scratch_folder("copy") as weights:
         spec = export_program(prog, weights, specification_version=version)
         spec.specificationVersion = version
+        spec.description.defaultFunctionName = default_function(prog) if is_multifunction(prog) else ""
         try:
             fix_duplicate_names(spec)
         except (InterfaceClash, UndefinedName) as error:
@@ -281,8 +304,11 @@ def _export_and_write(prog: Program, source, path: Path) -> None:
         description.CopyFrom(source.description)
         _check_interface(prog, description)
         _reconcile_output_types(prog, description)
+        prog.default_function_name = description.defaultFunctionName or "main"
 
     def export(weights: str):
+        if is_multifunction(prog):
+            share_identical_weights(prog, version)
         model = export_program(prog, weights, specification_version=version, model_description=description)
         if source is not None and "buildInfo" in source.mlProgram.attributes:
             model.mlProgram.attributes["buildInfo"].CopyFrom(source.mlProgram.attributes["buildInfo"])
@@ -291,46 +317,61 @@ def _export_and_write(prog: Program, source, path: Path) -> None:
     write_package(path, export)
 
 
-def _main_function_name(description) -> str:
-    return description.defaultFunctionName or "main"
+def _described_functions(description) -> list[tuple[str, Any]]:
+    """``(function name, its description)``: each of a multifunction model, or ``main``'s."""
+    if description.functions:
+        return [(described.name, described) for described in description.functions]
+    return [(description.defaultFunctionName or "main", description)]
 
 
 def _check_interface(prog: Program, description) -> None:
-    if description.functions:
-        return  # multifunction descriptions are kept as they are
-    func = prog.functions.get(_main_function_name(description))
-    if func is None:
-        raise ValueError(f"the program has no function '{_main_function_name(description)}'")
-    described_inputs = sorted([f.name for f in description.input] + [f.name for f in description.state])
-    if described_inputs != sorted(func.inputs):
-        raise ValueError(f"the program's inputs {sorted(func.inputs)} are not the described {described_inputs}")
-    outputs = [var.name for var in func.outputs]
-    described_outputs = [f.name for f in description.output]
-    if outputs != described_outputs:
-        raise ValueError(f"the program's outputs {outputs} are not the described {described_outputs}")
+    """``prog`` has the functions ``description`` names, each with its described inputs (states
+    included), outputs and order; and the default function it names."""
+    described_names = [name for name, _ in _described_functions(description)]
+    if description.functions and sorted(described_names) != sorted(prog.functions):
+        raise ValueError(
+            f"the program's functions {sorted(prog.functions)} are not the described {sorted(described_names)}"
+        )
+    for name, described in _described_functions(description):
+        func = prog.functions.get(name)
+        if func is None:
+            raise ValueError(f"the program has no function '{name}'")
+        where = f"function '{name}': " if description.functions else ""
+        described_inputs = sorted([f.name for f in described.input] + [f.name for f in described.state])
+        if described_inputs != sorted(func.inputs):
+            raise ValueError(
+                f"{where}the program's inputs {sorted(func.inputs)} are not the described {described_inputs}"
+            )
+        outputs = [var.name for var in func.outputs]
+        described_outputs = [f.name for f in described.output]
+        if outputs != described_outputs:
+            raise ValueError(f"{where}the program's outputs {outputs} are not the described {described_outputs}")
 
 
 def _reconcile_output_types(prog: Program, description) -> None:
-    """Replace output array types the program contradicts (e.g. a literal 0 coremltools wrote)."""
-    if description.functions:
+    """Replace output array types the program contradicts (e.g. a literal 0 coremltools wrote),
+    in every function's description."""
+    for name, described in _described_functions(description):
+        for feature, var in zip(described.output, prog.functions[name].outputs):
+            _reconcile_output_type(feature, var)
+
+
+def _reconcile_output_type(feature, var) -> None:
+    if feature.type.WhichOneof("Type") != "multiArrayType":
         return
-    func = prog.functions[_main_function_name(description)]
-    for feature, var in zip(description.output, func.outputs):
-        if feature.type.WhichOneof("Type") != "multiArrayType":
-            continue
-        array = feature.type.multiArrayType
-        computed = inferred_type(var)
-        dtype = ARRAY_DTYPES.get(computed[1]) if computed else None
-        if computed is None or dtype is None:
-            continue
-        said_dtype = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Name(array.dataType)
-        shape_wrong = bool(array.shape) and contradicts(("tensor", computed[1], tuple(array.shape)), computed)
-        if said_dtype != dtype:
-            array.dataType = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Value(dtype)
-        if shape_wrong:
-            del array.shape[:]
-            if all(d is not None for d in computed[2]):
-                array.shape.extend(computed[2])
+    array = feature.type.multiArrayType
+    computed = inferred_type(var)
+    dtype = ARRAY_DTYPES.get(computed[1]) if computed else None
+    if computed is None or dtype is None:
+        return
+    said_dtype = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Name(array.dataType)
+    shape_wrong = bool(array.shape) and contradicts(("tensor", computed[1], tuple(array.shape)), computed)
+    if said_dtype != dtype:
+        array.dataType = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Value(dtype)
+    if shape_wrong:
+        del array.shape[:]
+        if all(d is not None for d in computed[2]):
+            array.shape.extend(computed[2])
 
 
 def save_program(prog: Program, path: str | Path, *, target=ct.target.iOS17) -> Path:

@@ -7,6 +7,7 @@ as ``lint`` reads it), then renamed into place.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import Counter
@@ -14,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from coremltools.converters.mil.mil import Program
+
 from ..lint import by_severity
 from .atomic import replacing
 from .files import require_existing
 from .io import Package, PackageError, check_output_path, read, write_new
 from ..ir import op_counts
-from ..runner import OptimizeReport, resolve_pass_names, run_passes
+from ..runner import OptimizeReport, PassRun, resolve_pass_names, run_passes
+from .functions import function_names, function_view, is_multifunction, put_back
 
 
 @dataclass
@@ -76,7 +80,7 @@ def optimize_package(
     check_paths(source, output, force=force)
     step("read")
     package = read(source)
-    report = run_passes(package.program, names, on_pass=step)
+    report = _run_every_function(package.program, names, step)
     with replacing(output) as staged:
         step("write")
         write_new(package.program, staged, like=package)
@@ -88,6 +92,47 @@ def optimize_package(
     report.ops_after = as_read(op_counts(written.program), written.op_changes)
     report.findings_after = findings_after
     return PackageRun(source, output, report, time.perf_counter() - start)
+
+
+def _run_every_function(prog: Program, names: list[str], step: Callable[[str], None]) -> OptimizeReport:
+    """The passes on each function of ``prog`` alone (as Core ML reads a multifunction model: its
+    names, interface and states are the function's), one report for them all; the findings of a
+    multifunction model name their function."""
+    reports = []
+    for name in function_names(prog):
+        view = function_view(prog, name)
+        report = run_passes(view, names, on_pass=step)
+        put_back(prog, name, view)
+        if is_multifunction(prog):
+            report.findings_before = [f.located(function=name) for f in report.findings_before]
+            report.findings_after = [f.located(function=name) for f in report.findings_after]
+        reports.append(report)
+    return merged_report(reports)
+
+
+def merged_report(reports: list[OptimizeReport]) -> OptimizeReport:
+    """The reports of several functions as one: op counts summed, findings joined, and each pass's
+    runs summed (seconds, rewrites) with their refusals joined."""
+    if len(reports) == 1:
+        return reports[0]
+    runs: dict[str, PassRun] = {}
+    for report in reports:
+        for run in report.passes:
+            known = runs.get(run.name)
+            if known is None:
+                runs[run.name] = dataclasses.replace(run, refusals=list(run.refusals))
+                continue
+            known.seconds += run.seconds
+            if run.rewritten is not None:
+                known.rewritten = (known.rewritten or 0) + run.rewritten
+            known.refusals.extend(run.refusals)
+    return OptimizeReport(
+        sum((r.ops_before for r in reports), Counter()),
+        sum((r.ops_after for r in reports), Counter()),
+        by_severity(f for r in reports for f in r.findings_before),
+        by_severity(f for r in reports for f in r.findings_after),
+        list(runs.values()),
+    )
 
 
 def _read_back(staged: Path, output: Path) -> Package:
