@@ -45,7 +45,7 @@ from .ir import iter_ops, op_counts
 from .runner import run_pass
 from .reference import UnsupportedOpError
 from .reference.interpreter import output_values
-from .reference.feeds import DEFAULT_SIZE_CHOICES, random_inputs
+from .reference.feeds import DEFAULT_SIZE_CHOICES, FeedError, fitted_feed, random_inputs, read_feed_files
 from .reference.memory import interpretation_bytes, require
 from .stepping import SteppedFeed, is_stateful, random_stepped_feed, stepped_feed, stepped_values
 
@@ -177,6 +177,7 @@ class PassRow:
     error: str | None = None
     states: dict[str, OutputChange] = field(default_factory=dict)  # a stateful program's states
     evaluated: bool = True  # False: the pass left the program as it was; the last outputs stand
+    function: str | None = None  # the function of a multifunction model the row is about
 
     @property
     def is_culprit(self) -> bool:
@@ -215,7 +216,7 @@ def verify_program(
     prog: Program | Callable[[], Program],
     pipeline: str | PassPipeline | Sequence[str] = "default",
     *,
-    feeds: int | Sequence[Mapping[str, Any]] = 3,
+    feeds: int | str | Path | Sequence[Mapping[str, Any]] = 3,
     seed: int = 0,
     on_row: Callable[[PassRow], None] | None = None,
     steps: int = DEFAULT_STEPS,
@@ -227,7 +228,10 @@ def verify_program(
     ``prog``: a Program (left as it is; the passes run on :func:`~mil_passes.package.io.copy_program`
     of it) or a callable making a fresh Program (called once; the passes run on what it returns). ``feeds``: how
     many random feeds (:func:`~mil_passes.reference.feeds.random_inputs` with seeds ``seed``,
-    ``seed + 1``, …) or the feeds themselves. ``on_row`` gets each row as it is made. ``steps``:
+    ``seed + 1``, …, drawn within the domains the program shows: token ids within the table they
+    index, masks 0 or 1), the feeds themselves, or a path to one's own: an ``.npz`` file (one
+    feed) or a folder of them (:func:`~mil_passes.reference.feeds.read_feed_files`; a feed outside
+    an input's domain is refused naming the domain). ``on_row`` gets each row as it is made. ``steps``:
     predictions per feed of a stateful program, from zero states (a given feed is given at every
     step; random feeds are drawn per step). ``on_progress`` gets a line saying what runs now, as it
     starts: the original or the pass (``pass 12/95 common::const_elimination``), and the feed and
@@ -284,37 +288,87 @@ def verify_package(
     path: str | Path,
     pipeline: str | PassPipeline | Sequence[str] = "default",
     *,
-    feeds: int | Sequence[Mapping[str, Any]] = 3,
+    feeds: int | str | Path | Sequence[Mapping[str, Any]] = 3,
     seed: int = 0,
     on_row: Callable[[PassRow], None] | None = None,
     steps: int = DEFAULT_STEPS,
     on_progress: Callable[[str], None] | None = None,
+    function: str | None = None,
 ) -> Verification:
     """:func:`verify_program` on the program saved at ``path`` (read once: its outputs are computed,
     then the passes run on it). A package converted with ``PassPipeline.EMPTY`` holds the program before any
     pass of the main pipeline. Raises :class:`~mil_passes.package.files.PackageError` for a bad
-    package."""
+    package.
+
+    A multifunction model is verified one function at a time, each alone as Core ML calls it
+    (``function``: that one only; :class:`VerifyError` when the model has no such function); its
+    rows name their function, and every function is verified (a culprit ends its function's
+    rows only). Given ``feeds`` are those of every function verified."""
+    from .package.functions import function_names, function_view, is_multifunction
     from .package.io import read
 
     resolve_pipeline(pipeline)  # an unknown name fails before the package is read
-
-    def program() -> Program:
-        if on_progress is not None:
-            on_progress(f"reading {path}")
-        return read(path).program
-
-    verification = verify_program(
-        program,
-        pipeline,
-        feeds=feeds,
-        seed=seed,
-        on_row=on_row,
-        steps=steps,
-        on_progress=on_progress,
-        name=str(path),
-    )
+    if on_progress is not None:
+        on_progress(f"reading {path}")
+    prog = read(path).program
+    names = function_names(prog)
+    if function is not None and function not in names:
+        raise VerifyError(f"{path}: the model has no function '{function}' (it has: {', '.join(names)})")
+    several = is_multifunction(prog)
+    verifications = []
+    for name in [function] if function is not None else names:
+        view = function_view(prog, name)
+        located = on_row if not several else _located_rows(on_row, name)
+        verification = verify_program(
+            functools.partial(_same, view),  # the passes run on the program read: it is not needed after
+            pipeline,
+            feeds=feeds,
+            seed=seed,
+            on_row=located,
+            steps=steps,
+            on_progress=on_progress if not several else _located_progress(on_progress, name),
+            name=str(path) if not several else f"{path} function '{name}'",
+        )
+        if several:
+            for row in verification.rows:
+                row.function = name
+        verifications.append(verification)
+    verification = _joined(verifications)
     verification.input = str(path)
     return verification
+
+
+def _same(prog: Program) -> Program:
+    return prog
+
+
+def _located_rows(on_row: Callable[[PassRow], None] | None, function: str) -> Callable[[PassRow], None] | None:
+    if on_row is None:
+        return None
+
+    def located(row: PassRow) -> None:
+        row.function = function
+        on_row(row)
+
+    return located
+
+
+def _located_progress(on_progress: Callable[[str], None] | None, function: str) -> Callable[[str], None] | None:
+    return None if on_progress is None else (lambda line: on_progress(f"function '{function}': {line}"))
+
+
+def _joined(verifications: list[Verification]) -> Verification:
+    """One verification of several functions: their rows in turn, their time summed."""
+    first = verifications[0]
+    if len(verifications) == 1:
+        return first
+    return dataclasses.replace(
+        first,
+        rows=[row for verification in verifications for row in verification.rows],
+        seconds=sum(verification.seconds for verification in verifications),
+        steps=max(verification.steps for verification in verifications),
+        shared_sizes=next((v.shared_sizes for v in verifications if v.shared_sizes), None),
+    )
 
 
 def _copy(prog: Program) -> Program:
@@ -328,15 +382,21 @@ def _feed_list(prog: Program, feeds, seed: int, steps: int = 1) -> list[dict[str
         if feeds < 1:
             raise VerifyError(f"feeds must be at least 1, got {feeds}")
         return [_random_feed(prog, seed + i, steps) for i in range(feeds)]
+    if isinstance(feeds, (str, Path)):
+        try:
+            feeds = [fitted_feed(prog, feed, label) for label, feed in read_feed_files(feeds)]
+        except FeedError as error:
+            raise VerifyError(str(error)) from None
     return [stepped_feed(prog, f, steps) if is_stateful(prog) else dict(f) for f in feeds]
 
 
 def _random_feed(prog: Program, seed: int, steps: int, shared: bool = False) -> dict[str, np.ndarray]:
-    """Random feed ``seed``; ``shared``: every flexible dim at one size, drawn from the seed."""
+    """Random feed ``seed``, drawn within the inputs' domains (:mod:`~mil_passes.reference.domains`);
+    ``shared``: every flexible dim at one size, drawn from the seed."""
     sizes = int(np.random.default_rng(seed).choice(DEFAULT_SIZE_CHOICES)) if shared else None
     if is_stateful(prog):
         return random_stepped_feed(prog, seed, steps, sizes=sizes)
-    return random_inputs(prog, seed=seed, sizes=sizes)
+    return random_inputs(prog, seed=seed, sizes=sizes, fit=True)
 
 
 def _has_flexible_inputs(prog: Program) -> bool:
@@ -360,7 +420,8 @@ def _original_outputs(
             continue
         except _FailsOnFeed as failure:
             if not isinstance(feeds, int) or not _has_flexible_inputs(prog):
-                raise VerifyError(f"the program fails on a random feed before any pass: {failure}") from None
+                which = "a random feed" if isinstance(feeds, int) else f"feed {number}"
+                raise VerifyError(f"the program fails on {which} before any pass: {failure}") from None
             first = str(failure)
         feed_list[number - 1] = _random_feed(prog, seed + number - 1, steps, shared=True)
         try:
