@@ -47,6 +47,7 @@ from .reference import UnsupportedOpError
 from .reference.interpreter import output_values
 from .reference.feeds import DEFAULT_SIZE_CHOICES, FeedError, fitted_feed, random_inputs, read_feed_files
 from .reference.memory import interpretation_bytes, require
+from .reference.optional_inputs import input_defaults
 from .stepping import SteppedFeed, is_stateful, random_stepped_feed, stepped_feed, stepped_values
 
 __all__ = [
@@ -160,6 +161,8 @@ class OutputChange:
             return f"{self.kind} '{self.name}' became {self.dtype_after} (was {self.dtype_before})"
         if self.shape_after != self.shape_before:
             return f"{self.kind} '{self.name}' became shape {self.shape_after} (was {self.shape_before})"
+        if self.max_abs is None:  # a value that is not a number (a classifier's label)
+            return f"{self.kind} '{self.name}' changed"
         return f"{self.kind} '{self.name}' changed by up to {self.max_abs:.3g} (rel {self.max_rel:.3g})"
 
 
@@ -222,6 +225,7 @@ def verify_program(
     steps: int = DEFAULT_STEPS,
     on_progress: Callable[[str], None] | None = None,
     name: str = "the program",
+    defaults: Mapping[str, np.ndarray] | None = None,
 ) -> Verification:
     """Run ``pipeline`` pass by pass on a copy of ``prog`` and compare its outputs after each pass.
 
@@ -231,7 +235,8 @@ def verify_program(
     ``seed + 1``, …, drawn within the domains the program shows: token ids within the table they
     index, masks 0 or 1), the feeds themselves, or a path to one's own: an ``.npz`` file (one
     feed) or a folder of them (:func:`~mil_passes.reference.feeds.read_feed_files`; a feed outside
-    an input's domain is refused naming the domain). ``on_row`` gets each row as it is made. ``steps``:
+    an input's domain is refused naming the domain). ``defaults``: the values of optional inputs
+    a given feed may leave out (:func:`~mil_passes.reference.optional_inputs.input_defaults`). ``on_row`` gets each row as it is made. ``steps``:
     predictions per feed of a stateful program, from zero states (a given feed is given at every
     step; random feeds are drawn per step). ``on_progress`` gets a line saying what runs now, as it
     starts: the original or the pass (``pass 12/95 common::const_elimination``), and the feed and
@@ -248,7 +253,7 @@ def verify_program(
     if steps < 1:
         raise VerifyError(f"steps must be at least 1, got {steps}")
     steps = steps if is_stateful(original) else 1
-    feed_list = _feed_list(original, feeds, seed, steps)
+    feed_list = _feed_list(original, feeds, seed, steps, defaults)
     state_copies = steps * (2 * len(feed_list) + 1) + 1  # the states after every step, kept per feed
     require(interpretation_bytes(original, state_copies), "verifying it", name)
     say = _Progress(on_progress, len(feed_list), steps)
@@ -304,13 +309,14 @@ def verify_package(
     (``function``: that one only; :class:`VerifyError` when the model has no such function); its
     rows name their function, and every function is verified (a culprit ends its function's
     rows only). Given ``feeds`` are those of every function verified."""
-    from .package.functions import function_names, function_view, is_multifunction
+    from .package.functions import function_description, function_names, function_view, is_multifunction
     from .package.io import read
 
     resolve_pipeline(pipeline)  # an unknown name fails before the package is read
     if on_progress is not None:
         on_progress(f"reading {path}")
-    prog = read(path).program
+    package = read(path)
+    prog = package.program
     names = function_names(prog)
     if function is not None and function not in names:
         raise VerifyError(f"{path}: the model has no function '{function}' (it has: {', '.join(names)})")
@@ -318,6 +324,7 @@ def verify_package(
     verifications = []
     for name in [function] if function is not None else names:
         view = function_view(prog, name)
+        _without_classify(view)
         located = on_row if not several else _located_rows(on_row, name)
         verification = verify_program(
             functools.partial(_same, view),  # the passes run on the program read: it is not needed after
@@ -328,6 +335,7 @@ def verify_package(
             steps=steps,
             on_progress=on_progress if not several else _located_progress(on_progress, name),
             name=str(path) if not several else f"{path} function '{name}'",
+            defaults=input_defaults(function_description(package.spec, name)),
         )
         if several:
             for row in verification.rows:
@@ -336,6 +344,22 @@ def verify_package(
     verification = _joined(verifications)
     verification.input = str(path)
     return verification
+
+
+def _without_classify(prog: Program) -> None:
+    """A classifier's program as ``ct.convert`` runs the passes on it: before coremltools adds
+    ``classify`` (its classes are a list const, which coremltools' passes cannot take). ``main``
+    then returns the probabilities ``classify`` reads, which decide its label and dict."""
+    func = prog.functions["main"]
+    classify = [op for op in func.operations if op.op_type == "classify"]
+    if len(classify) != 1 or list(func.outputs) != list(classify[0].outputs):
+        return
+    op = classify[0]
+    func.set_outputs([op.probabilities])
+    classes = op.classes.op
+    func.remove_ops([op])
+    if classes is not None and not classes.outputs[0].child_ops:
+        func.remove_ops([classes])
 
 
 def _same(prog: Program) -> Program:
@@ -377,17 +401,21 @@ def _copy(prog: Program) -> Program:
     return copy_program(prog)
 
 
-def _feed_list(prog: Program, feeds, seed: int, steps: int = 1) -> list[dict[str, np.ndarray]]:
+def _feed_list(
+    prog: Program, feeds, seed: int, steps: int = 1, defaults: Mapping[str, np.ndarray] | None = None
+) -> list[dict[str, np.ndarray]]:
+    defaults = defaults or {}
     if isinstance(feeds, int):
         if feeds < 1:
             raise VerifyError(f"feeds must be at least 1, got {feeds}")
         return [_random_feed(prog, seed + i, steps) for i in range(feeds)]
     if isinstance(feeds, (str, Path)):
         try:
-            feeds = [fitted_feed(prog, feed, label) for label, feed in read_feed_files(feeds)]
+            feeds = [fitted_feed(prog, feed, label, defaults=defaults) for label, feed in read_feed_files(feeds)]
         except FeedError as error:
             raise VerifyError(str(error)) from None
-    return [stepped_feed(prog, f, steps) if is_stateful(prog) else dict(f) for f in feeds]
+    feeds = [{**defaults, **feed} for feed in feeds]  # an optional input left out: its default
+    return [stepped_feed(prog, f, steps) if is_stateful(prog) else f for f in feeds]
 
 
 def _random_feed(prog: Program, seed: int, steps: int, shared: bool = False) -> dict[str, np.ndarray]:
@@ -470,7 +498,15 @@ def _outputs(prog: Program, feeds: Mapping[str, Any], on_step: StepHook | None =
         on_step(0)
     with np.errstate(all="ignore"):
         values = output_values(prog, feeds)
-    return [np.asarray(value) for value in values]
+    return [_as_array(value) for value in values]
+
+
+def _as_array(value: Any) -> np.ndarray:
+    """An output as an array: a classifier's probabilities (a dict keyed by label) as their values
+    in the classes' order, its label as a 0-d array of it."""
+    if isinstance(value, dict):
+        return np.array(list(value.values()), dtype=np.float64)
+    return np.asarray(value)
 
 
 class _FailsOnFeed(Exception):
@@ -656,6 +692,10 @@ def compare_outputs(
             result[name] = change
             continue
         exact = all(_identical(b, a) for b, a in zip(before, after))
+        if not exact and not all(array.dtype.kind in "biuf" for array in (*before, *after)):
+            change.status = "changed"  # a label: no change to measure
+            result[name] = change
+            continue
         if exact:  # bit for bit (NaN for NaN): no change to measure
             max_abs, scale = 0.0, 0.0
         else:

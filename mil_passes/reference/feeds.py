@@ -115,11 +115,17 @@ def _read_npz(file: Path) -> dict[str, np.ndarray]:
 
 
 def fitted_feed(
-    prog: Program, feed: Mapping[str, np.ndarray], label: str, function: str = "main"
+    prog: Program,
+    feed: Mapping[str, np.ndarray],
+    label: str,
+    function: str = "main",
+    defaults: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
-    """``feed`` as ``prog``'s ``function`` takes it: each input (not the states) present, of its
-    rank and static dims, cast to its dtype (integers only to integers that hold them), within the
+    """``feed`` as ``prog``'s ``function`` takes it: each input (not the states) present (an
+    optional one left out gets its value from ``defaults``: :mod:`.optional_inputs`), of its rank
+    and static dims, cast to its dtype (integers only to integers that hold them), within the
     domain the program shows (:mod:`.domains`). Raises :class:`FeedError` naming ``label`` and the input."""
+    feed = {**(defaults or {}), **feed}
     func = prog.functions[function]
     wanted = {name: var for name, var in func.inputs.items() if not types.is_state(var.sym_type)}
     unknown = sorted(set(feed) - set(wanted))
