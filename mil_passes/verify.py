@@ -236,7 +236,8 @@ def verify_program(
     index, masks 0 or 1), the feeds themselves, or a path to one's own: an ``.npz`` file (one
     feed) or a folder of them (:func:`~mil_passes.reference.feeds.read_feed_files`; a feed outside
     an input's domain is refused naming the domain). ``defaults``: the values of optional inputs
-    a given feed may leave out (:func:`~mil_passes.reference.optional_inputs.input_defaults`). ``on_row`` gets each row as it is made. ``steps``:
+    a given feed may leave out (:func:`~mil_passes.reference.optional_inputs.input_defaults`).
+    ``on_row`` gets each row as it is made. ``steps``:
     predictions per feed of a stateful program, from zero states (a given feed is given at every
     step; random feeds are drawn per step). ``on_progress`` gets a line saying what runs now, as it
     starts: the original or the pass (``pass 12/95 common::const_elimination``), and the feed and
