@@ -19,7 +19,7 @@ from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
 from .. import chips as chip_families
 from ..dims import DimNames
 from ..findings import Finding
-from .facts import forget, is_weight_op, view
+from .facts import added_for_interface, forget, is_weight_op, view
 from .op_rules import OP_RULES
 from .program_rules import PROGRAM_RULES
 from .rule import OFF, UNKNOWN, WHOLE_MODEL, Hit, PlacementRule
@@ -113,13 +113,20 @@ class _Assessor:
         self.checked, self.dims, self.reported = checked, dims, reported
         self.findings: list[Finding] = []
 
-    def finding(self, rule: PlacementRule, op_name: str, op_type: str, subject: str, hit: Hit) -> bool:
-        """Record a finding if the hit holds on a checked chip; whether it did."""
+    def finding(
+        self, rule: PlacementRule, op_name: str, op_type: str, subject: str, hit: Hit, interface: str | None = None
+    ) -> bool:
+        """Record a finding if the hit holds on a checked chip; whether it did. ``interface``: why the
+        op is one coremltools adds for the interface (:func:`~.facts.added_for_interface`): then
+        the finding is an info, with that reason."""
         if not hit.families & self.checked:
             return False
         if (rule.id, op_name) not in self.reported:  # a pass's dry run may have said it already, with its fix
             message, cause = _message(rule, subject, hit, self.checked)
-            self.findings.append(Finding(rule.id, rule.severity, op_name, self.dims(message), None, op_type, cause))
+            severity = rule.severity if interface is None else "info"
+            if interface is not None:
+                message, cause = f"{message} ({interface})", f"{cause} ({interface})"
+            self.findings.append(Finding(rule.id, severity, op_name, self.dims(message), None, op_type, cause))
         return True
 
     def judge(self, op: Operation) -> _Judged:
@@ -127,6 +134,7 @@ class _Assessor:
         op_type = op.op_type
         if op_type not in _KNOWN_OPS or view(op).max_rank < 0:
             judged.side = UNJUDGED
+        interface = added_for_interface(op)
         for rule in _rules_of(op_type):
             verdict = rule.check(op)
             if verdict is None:
@@ -134,7 +142,10 @@ class _Assessor:
             if verdict is UNKNOWN:
                 if judged.side == ANE:
                     judged.side = UNJUDGED
-            elif self.finding(rule, op.name, op_type, f"{op_type} '{op.name}'", verdict) and rule.consequence in OFF:
+            elif (
+                self.finding(rule, op.name, op_type, f"{op_type} '{op.name}'", verdict, interface)
+                and rule.consequence in OFF
+            ):
                 judged.side = OFF_ANE
                 judged.rules.append(rule.id)
         for block in op.blocks:  # bodies run where their op runs: their findings still count

@@ -5,9 +5,9 @@
   (``ct.utils.MultiFunctionDescriptor`` + ``ct.utils.save_multifunction``).
 - :func:`stateful_multifunction`: ``prefill`` and ``decode`` over one fp16 state ``kv``.
 - :func:`classifier`: a linear layer and a softmax with ``ct.ClassifierConfig`` (``classify`` added
-  by coremltools).
+  by coremltools), fp16.
 - :func:`image_input`: an RGB ``ct.ImageType`` input with scale and bias (fp32 preprocessing added by
-  coremltools).
+  coremltools), fp16.
 - :func:`optional_input`: an input declared with a ``default_value`` (torch, traced).
 - :func:`pipeline`, :func:`pipeline_classifier`, :func:`pipeline_regressor`: two ML Program stages
   (``ct.utils.make_pipeline``, ``ct.models.pipeline.PipelineClassifier`` / ``PipelineRegressor``).
@@ -37,13 +37,16 @@ def _ct():
     return ct
 
 
-def _convert(prog, target=None, **options):
+def _convert(prog, target=None, *, fp16: bool = False, **options):
+    """``prog`` as an ML Program: as written (``PassPipeline.EMPTY``), or with DEFAULT at fp16
+    (``fp16``: an fp16 model, fp32 only at its edges and in what coremltools adds)."""
     ct = _ct()
     return ct.convert(
         prog,
         convert_to="mlprogram",
         minimum_deployment_target=target or ct.target.iOS17,
-        pass_pipeline=ct.PassPipeline.EMPTY,
+        pass_pipeline=ct.PassPipeline.DEFAULT if fp16 else ct.PassPipeline.EMPTY,
+        compute_precision=ct.precision.FLOAT16 if fp16 else ct.precision.FLOAT32,
         skip_model_load=True,
         **options,
     )
@@ -136,7 +139,7 @@ def _classifier_model(target=None):
     def prog(x):
         return mb.softmax(x=mb.linear(x=x, weight=weight), axis=-1, name="probs")
 
-    return _convert(prog, target, classifier_config=ct.ClassifierConfig(list(LABELS)))
+    return _convert(prog, target, fp16=True, classifier_config=ct.ClassifierConfig(list(LABELS)))
 
 
 def classifier(folder: str | Path) -> Path:
@@ -155,7 +158,8 @@ def image_input(folder: str | Path) -> Path:
     def prog(image):
         return mb.conv(x=image, weight=weight, name="y")
 
-    model = _convert(prog, inputs=[ct.ImageType(name="image", shape=(1, 3, 8, 8), scale=1 / 255, bias=[-0.5] * 3)])
+    image = ct.ImageType(name="image", shape=(1, 3, 8, 8), scale=1 / 255, bias=[-0.5] * 3)
+    model = _convert(prog, fp16=True, inputs=[image])
     return _save(model, folder, "image_input")
 
 
