@@ -48,6 +48,7 @@ from .reference.interpreter import output_values
 from .reference.feeds import DEFAULT_SIZE_CHOICES, FeedError, fitted_feed, random_inputs, read_feed_files
 from .reference.memory import interpretation_bytes, require
 from .reference.optional_inputs import input_defaults
+from .package.functions import function_description, function_names, function_view, is_multifunction
 from .stepping import SteppedFeed, is_stateful, random_stepped_feed, stepped_feed, stepped_values
 
 __all__ = [
@@ -181,6 +182,7 @@ class PassRow:
     states: dict[str, OutputChange] = field(default_factory=dict)  # a stateful program's states
     evaluated: bool = True  # False: the pass left the program as it was; the last outputs stand
     function: str | None = None  # the function of a multifunction model the row is about
+    stage: str | None = None  # the stage of a pipeline the row is about
 
     @property
     def is_culprit(self) -> bool:
@@ -309,42 +311,79 @@ def verify_package(
     A multifunction model is verified one function at a time, each alone as Core ML calls it
     (``function``: that one only; :class:`VerifyError` when the model has no such function); its
     rows name their function, and every function is verified (a culprit ends its function's
-    rows only). Given ``feeds`` are those of every function verified."""
-    from .package.functions import function_description, function_names, function_view, is_multifunction
+    rows only). A pipeline's ML Program stages are verified in turn, their rows naming the stage
+    (a stage of another type has no program to verify). A classifier is verified as ``ct.convert``
+    runs the passes on it, before ``classify``: on the probabilities it reads. Given ``feeds`` are
+    those of every function verified; an optional input they leave out gets its declared default."""
     from .package.io import read
 
     resolve_pipeline(pipeline)  # an unknown name fails before the package is read
     if on_progress is not None:
         on_progress(f"reading {path}")
     package = read(path)
-    prog = package.program
-    names = function_names(prog)
+    parts = _parts(package)
+    names = [name for _, _, name in parts]
     if function is not None and function not in names:
-        raise VerifyError(f"{path}: the model has no function '{function}' (it has: {', '.join(names)})")
-    several = is_multifunction(prog)
+        raise VerifyError(f"{path}: the model has no function '{function}' (it has: {', '.join(dict.fromkeys(names))})")
     verifications = []
-    for name in [function] if function is not None else names:
-        view = function_view(prog, name)
+    for stage, part, name in parts:
+        if function is not None and name != function:
+            continue
+        where = _Where(stage, name if is_multifunction(part.program) else None)
+        view = function_view(part.program, name)
         _without_classify(view)
-        located = on_row if not several else _located_rows(on_row, name)
         verification = verify_program(
             functools.partial(_same, view),  # the passes run on the program read: it is not needed after
             pipeline,
             feeds=feeds,
             seed=seed,
-            on_row=located,
+            on_row=where.rows(on_row),
             steps=steps,
-            on_progress=on_progress if not several else _located_progress(on_progress, name),
-            name=str(path) if not several else f"{path} function '{name}'",
-            defaults=input_defaults(function_description(package.spec, name)),
+            on_progress=where.progress(on_progress),
+            name=f"{path}{where.suffix()}",
+            defaults=input_defaults(function_description(part.spec, name)),
         )
-        if several:
-            for row in verification.rows:
-                row.function = name
+        for row in verification.rows:
+            where.locate(row)
         verifications.append(verification)
     verification = _joined(verifications)
     verification.input = str(path)
     return verification
+
+
+def _parts(package) -> list[tuple[str | None, Any, str]]:
+    """``(stage, package, function)`` for each function of each ML Program of ``package`` (its
+    stages' when it is a pipeline; stage None otherwise)."""
+    programs = [(stage.label, stage.package) for stage in package.stages if stage.package is not None]
+    return [
+        (stage, part, name) for stage, part in (programs or [(None, package)]) for name in function_names(part.program)
+    ]
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The stage of a pipeline and the function of a multifunction model a verification is about."""
+
+    stage: str | None
+    function: str | None
+
+    def suffix(self) -> str:
+        stage = f" stage {self.stage}" if self.stage is not None else ""
+        return stage + (f" function '{self.function}'" if self.function is not None else "")
+
+    def locate(self, row: PassRow) -> PassRow:
+        row.stage, row.function = self.stage, self.function
+        return row
+
+    def rows(self, on_row: Callable[[PassRow], None] | None) -> Callable[[PassRow], None] | None:
+        if on_row is None:
+            return None
+        return lambda row: on_row(self.locate(row))
+
+    def progress(self, on_progress: Callable[[str], None] | None) -> Callable[[str], None] | None:
+        if on_progress is None or not self.suffix():
+            return on_progress
+        return lambda line: on_progress(f"{self.suffix().strip()}: {line}")
 
 
 def _without_classify(prog: Program) -> None:
@@ -365,21 +404,6 @@ def _without_classify(prog: Program) -> None:
 
 def _same(prog: Program) -> Program:
     return prog
-
-
-def _located_rows(on_row: Callable[[PassRow], None] | None, function: str) -> Callable[[PassRow], None] | None:
-    if on_row is None:
-        return None
-
-    def located(row: PassRow) -> None:
-        row.function = function
-        on_row(row)
-
-    return located
-
-
-def _located_progress(on_progress: Callable[[str], None] | None, function: str) -> Callable[[str], None] | None:
-    return None if on_progress is None else (lambda line: on_progress(f"function '{function}': {line}"))
 
 
 def _joined(verifications: list[Verification]) -> Verification:

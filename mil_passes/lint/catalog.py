@@ -110,6 +110,13 @@ RULES: dict[str, Rule] = {
             "`reshape(x[B, S, 32, 1], [0, 0, 4, 8])`",
         ),
         Rule(
+            "not-ml-program-stage",
+            "warning",
+            "a pipeline stage that is not an ML Program (a neural network): it has no MIL program to check",
+            "reconvert its source with `convert_to='mlprogram'`",
+            "lint, optimize and verify read MIL; a neural-network model has none, so its stage is left as it is",
+        ),
+        Rule(
             "dynamic-quantization-param",
             "error",
             "a `quantize`/`dequantize` (or `constexpr_affine_dequantize`) whose `scale` or `zero_point` is not a const",

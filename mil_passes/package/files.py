@@ -21,7 +21,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterator
+from typing import Any, Iterator
 
 from coremltools import proto
 from google.protobuf.message import DecodeError
@@ -162,10 +162,33 @@ def read_spec(files: ModelFiles) -> "proto.Model_pb2.Model":
     kind = spec.WhichOneof("Type")
     if kind is None:
         raise PackageError(f"{path}: model file '{label}' holds no model (truncated or not a Core ML model)")
+    if kind in PIPELINE_KINDS:
+        stages = pipeline_stages(spec)
+        if not any(stage.WhichOneof("Type") == "mlProgram" for stage in stages):
+            kinds = ", ".join(str(stage.WhichOneof("Type")) for stage in stages)
+            raise PackageError(
+                f"{path}: a {kind} model without an ML Program stage ({kinds}); reconvert its stages with "
+                "convert_to='mlprogram'"
+            )
+        for number, stage in enumerate(stages):
+            if stage.WhichOneof("Type") == "mlProgram":
+                _check_interface(Path(f"{path}: stage {number}"), stage)
+        return spec
     if kind != "mlProgram":
         raise PackageError(f"{path}: a {kind} model, not an ML Program; reconvert it with convert_to='mlprogram'")
     _check_interface(path, spec)
     return spec
+
+
+#: The model types that hold other models, in order, as stages (Model.proto).
+PIPELINE_KINDS = ("pipeline", "pipelineClassifier", "pipelineRegressor")
+
+
+def pipeline_stages(spec) -> list:
+    """The models of a pipeline (``pipeline``, ``pipelineClassifier``, ``pipelineRegressor``), in order."""
+    kind = spec.WhichOneof("Type")
+    holder = spec.pipeline if kind == "pipeline" else getattr(spec, kind).pipeline
+    return list(holder.models)
 
 
 def _check_interface(path: Path, spec) -> None:
@@ -220,12 +243,20 @@ class BlobReference:
 
 def blob_references(program) -> Iterator[BlobReference]:
     """Every ``blobFileValue`` of an ML Program: op attributes and inline input values, all blocks."""
+    for where, value in blob_values(program):
+        blob = value.blobFileValue
+        yield BlobReference(where, blob.fileName, blob.offset, value.type)
+
+
+def blob_values(program) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` for every value of an ML Program read from a weight file (the protobuf's
+    own ``Value`` messages: editing one edits the program)."""
     for function_name, function in program.functions.items():
         for block in function.block_specializations.values():
             yield from _block_blobs(block, f"function '{shown(function_name)}'")
 
 
-def _block_blobs(block, where: str) -> Iterator[BlobReference]:
+def _block_blobs(block, where: str) -> Iterator[tuple[str, Any]]:
     for op in block.operations:
         label = f"{shown(op.type)} '{shown(op.outputs[0].name if op.outputs else op.type)}'"
         values = list(op.attributes.items())
@@ -237,8 +268,7 @@ def _block_blobs(block, where: str) -> Iterator[BlobReference]:
         ]
         for param, value in values:
             if value.WhichOneof("value") == "blobFileValue":
-                blob = value.blobFileValue
-                yield BlobReference(f"{label} ({param}) in {where}", blob.fileName, blob.offset, value.type)
+                yield f"{label} ({param}) in {where}", value
         for nested in op.blocks:
             yield from _block_blobs(nested, where)
 

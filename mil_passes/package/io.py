@@ -45,6 +45,7 @@ from .files import (
     MANIFEST,
     ModelFiles,
     PackageError,
+    PIPELINE_KINDS,
     check_weights,
     loaded_weight_bytes,
     locate,
@@ -64,6 +65,7 @@ from .functions import (
     is_multifunction,
     merged_placement,
 )
+from .pipelines import Stage, lint_stages, read_pipeline, write_stages
 from .shared_weights import share_identical_weights
 
 __all__ = [
@@ -76,6 +78,7 @@ __all__ = [
     "check_output_path",
     "copy_program",
     "write_new",
+    "write_pipeline",
 ]
 
 ARRAY_DTYPES = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int32": "INT32", "fp64": "DOUBLE", "int8": "INT8"}
@@ -94,6 +97,14 @@ class Package:
     findings: list[Finding] = field(default_factory=list)
     files: ModelFiles | None = None
     op_changes: Counter = field(default_factory=Counter)
+    #: A pipeline's stages in order (empty for a model of one program; ``program`` is then the
+    #: first ML Program stage's)
+    stages: list[Stage] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        """The model's type as Model.proto names it: ``mlProgram``, ``pipeline``, …"""
+        return str(self.spec.WhichOneof("Type"))
 
     def lint(self, chip: str | None = None) -> list[Finding]:
         """The protobuf check's findings and :func:`~mil_passes.lint.lint`'s, errors first; run-time
@@ -103,7 +114,11 @@ class Package:
     def lint_report(self, chip: str | None = None) -> tuple[list[Finding], Placement]:
         """:meth:`lint`'s findings and the predicted Neural Engine placement (``chip``: one chip's
         family). Each function of a multifunction model is linted as Core ML reads it, alone
-        (its findings name it); the placement then counts every function's ops."""
+        (its findings name it), and each ML Program stage of a pipeline (its findings name the
+        stage; a stage of another type is one finding, ``not-ml-program-stage``); the placement
+        then counts every function's and stage's ops."""
+        if self.stages:
+            return lint_stages(self.stages, chip)
         findings, placements = list(self.findings), []
         for name in function_names(self.program):
             view = function_view(self.program, name)
@@ -120,33 +135,42 @@ class Package:
 def read(path: str | Path) -> Package:
     """Read ``path`` without trusting it; raises :class:`PackageError` (one line naming the path), or
     :class:`~mil_passes.reference.memory.NotEnoughMemoryError` before loading weights the machine
-    has no room for."""
+    has no room for. A pipeline (``pipeline``, ``pipelineClassifier``, ``pipelineRegressor``) is read
+    stage by stage: :attr:`Package.stages` (see :mod:`.pipelines`)."""
     files = locate(path)
     spec = read_spec(files)
+    if spec.WhichOneof("Type") in PIPELINE_KINDS:
+        return read_pipeline(files, spec, _read_program)
+    return _read_program(files, spec, str(files.path))
+
+
+def _read_program(files: ModelFiles, spec, label: str) -> Package:
+    """The :class:`Package` of ``spec``, an ML Program (a model's, or a pipeline stage's: ``label``
+    names it in errors), its weights in ``files``."""
     check_weights(spec, files)
-    require({"weights": loaded_weight_bytes(spec)}, "reading it", str(files.path))
+    require({"weights": loaded_weight_bytes(spec)}, "reading it", label)
     op_changes: Counter = Counter()
     try:
         findings = fix_duplicate_names(spec)
         findings += lower_runtime_quantization(spec, op_changes)
     except (InterfaceClash, UndefinedName, UnloweredQuantization) as error:
-        raise PackageError(f"{files.path}: {error}") from None
-    program = _build(spec, files)
+        raise PackageError(f"{label}: {error}") from None
+    program = _program_of(spec, files.weights_dir, label)
     try:
         repaired = repair_types(program)
     except Exception as error:  # noqa: BLE001 - pymil re-inference can raise anything
-        raise PackageError(f"{files.path}: cannot infer the types of the program: {_one_line(error)}") from None
+        raise PackageError(f"{label}: cannot infer the types of the program: {_one_line(error)}") from None
     findings += declared_type_findings(spec, program, repaired)
     return Package(files.path, spec, program, findings, files, op_changes)
 
 
 def load(path: str | Path) -> Program:
-    """The Program of the model at ``path`` (see :func:`read`)."""
-    return read(path).program
-
-
-def _build(spec, files: ModelFiles) -> Program:
-    return _program_of(spec, files.weights_dir, files.path)
+    """The Program of the model at ``path`` (see :func:`read`); a pipeline has one per stage:
+    :class:`PackageError` (read it with :func:`read`)."""
+    package = read(path)
+    if package.stages:
+        raise PackageError(f"{path}: a {package.kind} model holds a program per stage; read(path).stages has them")
+    return package.program
 
 
 def _program_of(spec, weights_dir: str | Path, label: str | Path) -> Program:
@@ -295,6 +319,29 @@ def _like_spec(like) -> "proto.Model_pb2.Model | None":
 
 def _export_and_write(prog: Program, source, path: Path) -> None:
     """Write ``prog`` as a new package folder at ``path`` (not staged)."""
+    write_package(path, lambda weights: _exported(prog, source, weights))
+
+
+def write_pipeline(package: Package, path: str | Path) -> None:
+    """Write the pipeline ``package`` (read by :func:`read`: its :attr:`~Package.stages`) as a new
+    package folder at ``path`` (not staged): each ML Program stage's program in its place, with
+    its description; every other stage and the pipeline's own description as they were."""
+
+    def export(weights: str):
+        return write_stages(
+            package.spec,
+            package.stages,
+            Path(weights),
+            lambda stage, folder: _exported(stage.program, stage.spec, folder),
+        )
+
+    write_package(Path(path), export)
+
+
+def _exported(prog: Program, source, weights: str):
+    """``prog``'s Model protobuf, its weights written into the folder ``weights``: with ``source``'s
+    description (checked against ``prog``'s interface, output types the program contradicts
+    replaced), specification version and build info; shared weights written once."""
     if source is None:
         version = max(int(func.opset_version) for func in prog.functions.values())
         description = None
@@ -305,16 +352,12 @@ def _export_and_write(prog: Program, source, path: Path) -> None:
         _check_interface(prog, description)
         _reconcile_output_types(prog, description)
         prog.default_function_name = description.defaultFunctionName or "main"
-
-    def export(weights: str):
-        if is_multifunction(prog):
-            share_identical_weights(prog, version)
-        model = export_program(prog, weights, specification_version=version, model_description=description)
-        if source is not None and "buildInfo" in source.mlProgram.attributes:
-            model.mlProgram.attributes["buildInfo"].CopyFrom(source.mlProgram.attributes["buildInfo"])
-        return model
-
-    write_package(path, export)
+    if is_multifunction(prog):
+        share_identical_weights(prog, version)
+    model = export_program(prog, weights, specification_version=version, model_description=description)
+    if source is not None and "buildInfo" in source.mlProgram.attributes:
+        model.mlProgram.attributes["buildInfo"].CopyFrom(source.mlProgram.attributes["buildInfo"])
+    return model
 
 
 def _described_functions(description) -> list[tuple[str, Any]]:
