@@ -62,8 +62,8 @@ def explain(report: OptimizeReport) -> str:
 
 
 def format_row(row: PassRow, width: int = 46) -> str:
-    """One line: the stage of a pipeline and the function of a multifunction model, index, pass (padded to ``width``), ops
-    before -> after, seconds, status, then the outputs (or the error)."""
+    """One line: the stage of a pipeline and the function of a multifunction model, index, pass
+    (padded to ``width``), ops before -> after, seconds, status, then the outputs (or the error)."""
     ops = f"{row.ops_before} -> {row.ops_after}"
     described = [o.describe() for o in row.outputs.values()] + [f"state {s.describe()}" for s in row.states.values()]
     detail = row.error if row.error is not None else "; ".join(described)
