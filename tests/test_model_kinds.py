@@ -237,3 +237,32 @@ def test_a_pipeline_without_an_ml_program_is_refused_naming_its_kind(tmp_path, c
         assert status == 2 and out == "" and len(err.strip().splitlines()) == 1
         assert "a pipeline model without an ML Program stage (neuralNetwork, neuralNetwork)" in err
     assert not (tmp_path / "o.mlpackage").exists()
+
+
+def test_a_function_view_is_the_function_itself_under_main(fixtures):
+    from mil_passes.package.functions import default_function, function_view, is_multifunction, put_back
+
+    program = read(fixtures["multifunction"]).program
+    view = function_view(program, "prefill")
+    assert list(view.functions) == ["main"] and view.functions["main"] is program.functions["prefill"]
+    put_back(program, "prefill", view)
+    assert list(program.functions) == ["prefill", "decode"] and default_function(program) == "decode"
+    assert is_multifunction(program)
+    with pytest.raises(KeyError, match="no function 'main' .*prefill, decode"):
+        function_view(program, "main")
+
+
+def test_reports_and_placements_of_several_functions_are_summed(fixtures):
+    from collections import Counter
+
+    from mil_passes.package.functions import merged_placement
+    from mil_passes.package.optimize import merged_report
+    from mil_passes.runner import run_passes
+
+    package = read(fixtures["pipeline"])
+    reports = [run_passes(stage.package.program, ["webnn::fold_shape_ops"]) for stage in package.stages]
+    merged = merged_report(reports)
+    assert merged.ops_before == sum((r.ops_before for r in reports), Counter())
+    assert [run.name for run in merged.passes] == [run.name for run in reports[0].passes]
+    placements = [stage.package.lint_report()[1] for stage in package.stages]
+    assert merged_placement(placements).ops == sum(p.ops for p in placements)

@@ -110,7 +110,10 @@ def _op_counts(package: Package) -> Counter:
 
 
 def _op_changes(package: Package) -> Counter:
-    return sum((part.op_changes for _, part in _ml_programs(package)), Counter())
+    changes: Counter = Counter()
+    for _, part in _ml_programs(package):
+        changes.update(part.op_changes)  # update keeps the negative counts (ops a repair added)
+    return changes
 
 
 def _run_every_stage(package: Package, names: list[str], step: Callable[[str], None]) -> OptimizeReport:
