@@ -144,8 +144,8 @@ def axis_value(op: Operation, name: str = "axis", default: int | None = None) ->
     return None if value.val is None else int(value.val)
 
 
-#: The suffixes coremltools gives the ops of an ``ImageType``'s preprocessing (its
-#: ``image_input_preprocess`` pass: ``{input}__scaled__`` = input * scale, ``{input}__biased__`` = + bias).
+#: The suffixes coremltools gives the ops of an ``ImageType``'s preprocessing (its backend pass
+#: ``mil_backend::insert_image_preprocessing_ops``: ``{input}__scaled__`` = input * scale, ``{input}__biased__`` = + bias).
 _PREPROCESSING_SUFFIXES = ("__scaled__", "__biased__")
 
 

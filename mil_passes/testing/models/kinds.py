@@ -10,7 +10,8 @@
   coremltools), fp16.
 - :func:`optional_input`: an input declared with a ``default_value`` (torch, traced).
 - :func:`pipeline`, :func:`pipeline_classifier`, :func:`pipeline_regressor`: two ML Program stages
-  (``ct.utils.make_pipeline``, ``ct.models.pipeline.PipelineClassifier`` / ``PipelineRegressor``).
+  (``ct.utils.make_pipeline``; its pipeline typed as Model.proto's ``pipelineClassifier`` /
+  ``pipelineRegressor``, the types ``ct.models.pipeline.PipelineClassifier`` / ``PipelineRegressor`` write).
 - :func:`neural_network_pipeline`: a neural-network stage followed by an ML Program stage.
 
 Every builder writes ``<folder>/<name>.mlpackage`` and returns its path; each takes well under a
@@ -224,8 +225,9 @@ def pipeline(folder: str | Path) -> Path:
 
 
 def _pipeline_of(kind: str, stages, folder: str | Path, name: str) -> Path:
-    """Stages joined as ``kind`` (``PipelineClassifier`` or ``PipelineRegressor``) by the public
-    pipeline builder, their weights laid out as ``make_pipeline`` lays them out."""
+    """Stages joined by ``make_pipeline`` (which lays out their weights), its pipeline typed as
+    ``kind`` (``pipelineClassifier`` or ``pipelineRegressor``, as coremltools' ``PipelineClassifier``
+    and ``PipelineRegressor`` write them; those builders take no ML Program weights)."""
     ct = _ct()
     joined = ct.utils.make_pipeline(*stages)  # writes each stage's weights as weights/<i>-weight.bin
     spec = joined.get_spec()
