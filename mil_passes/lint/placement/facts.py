@@ -145,7 +145,8 @@ def axis_value(op: Operation, name: str = "axis", default: int | None = None) ->
 
 
 #: The suffixes coremltools gives the ops of an ``ImageType``'s preprocessing (its backend pass
-#: ``mil_backend::insert_image_preprocessing_ops``: ``{input}__scaled__`` = input * scale, ``{input}__biased__`` = + bias).
+#: ``mil_backend::insert_image_preprocessing_ops``: ``{input}__scaled__`` = input * scale,
+#: ``{input}__biased__`` = + bias).
 _PREPROCESSING_SUFFIXES = ("__scaled__", "__biased__")
 
 
