@@ -56,7 +56,7 @@ def interface(spec) -> dict:
         "default": spec.description.defaultFunctionName,
         "functions": [(f.name, described(f)) for f in spec.description.functions],
         "stages": [
-            (part.WhichOneof("Type"), described(part.description), list(part.mlProgram.functions)) for part in parts
+            (part.WhichOneof("Type"), described(part.description), sorted(part.mlProgram.functions)) for part in parts
         ],
         "classifier": (spec.description.predictedFeatureName, spec.description.predictedProbabilitiesName),
     }

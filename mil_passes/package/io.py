@@ -186,6 +186,9 @@ def _program_of(spec, weights_dir: str | Path, label: str | Path) -> Program:
     _drop_loader_placeholders(program, _defined_names(spec))
     program.default_function_name = spec.description.defaultFunctionName or "main"
     program.export_as_multifunction = bool(spec.description.functions)
+    described = [f.name for f in spec.description.functions if f.name in program.functions]
+    if described:  # the description's order (the protobuf's map of functions has none)
+        program.functions = {name: program.functions[name] for name in described + list(program.functions)}
     return program
 
 
