@@ -265,4 +265,8 @@ def test_reports_and_placements_of_several_functions_are_summed(fixtures):
     assert merged.ops_before == sum((r.ops_before for r in reports), Counter())
     assert [run.name for run in merged.passes] == [run.name for run in reports[0].passes]
     placements = [stage.package.lint_report()[1] for stage in package.stages]
-    assert merged_placement(placements).ops == sum(p.ops for p in placements)
+    merged_places = merged_placement(placements)
+    assert merged_places.ops == sum(p.ops for p in placements) and merged_places.chips == placements[0].chips
+    assert merged_places.segments == placements[0].segments + placements[1].segments
+    rules = {rule for p in placements for rule in p.off_rules}
+    assert merged_places.off_rules == {rule: sum(p.off_rules.get(rule, 0) for p in placements) for rule in rules}

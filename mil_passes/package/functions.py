@@ -11,6 +11,9 @@ Core ML reads them.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 from coremltools.converters.mil.mil import Program
 
 from ..lint.placement import Placement
@@ -70,15 +73,26 @@ def function_description(spec, name: str):
 
 
 def merged_placement(placements: list[Placement]) -> Placement:
-    """One placement for several functions: their ops, ops off the Neural Engine and segments summed."""
+    """One placement for several functions (or stages): each count summed, each list joined (a list
+    of names once each), each dict of counts summed by key; the chips are the first's."""
     if len(placements) == 1:
         return placements[0]
-    merged = Placement(placements[0].chips)
-    for placement in placements:
-        merged.ops += placement.ops
-        merged.off_ane += placement.off_ane
-        merged.unknown += placement.unknown
-        merged.segments += placement.segments
-        for rule, count in placement.off_rules.items():
-            merged.off_rules[rule] = merged.off_rules.get(rule, 0) + count
+    merged = copy.copy(placements[0])
+    for item in dataclasses.fields(Placement):
+        values = [getattr(placement, item.name) for placement in placements]
+        first = values[0]
+        if isinstance(first, bool) or not isinstance(first, (int, list, dict)):
+            continue
+        if isinstance(first, int):
+            joined: object = sum(values)
+        elif isinstance(first, list):
+            every = [element for value in values for element in value]
+            joined = list(dict.fromkeys(every)) if all(isinstance(e, str) for e in every) else every
+        else:
+            counts: dict = {}
+            for value in values:
+                for key, count in value.items():
+                    counts[key] = counts.get(key, 0) + count
+            joined = counts
+        setattr(merged, item.name, joined)
     return merged
