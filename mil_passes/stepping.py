@@ -59,7 +59,8 @@ def random_stepped_feed(prog: Program, seed: int, steps: int, sizes: int | None 
     """Random inputs drawn afresh for each step (seeds ``seed * steps + step``; ints in
     :data:`STEP_INT_RANGE`; flexible dims at ``sizes`` when given), from zero states."""
     per_step = [
-        random_inputs(prog, seed=seed * steps + step, sizes=sizes, int_range=STEP_INT_RANGE) for step in range(steps)
+        random_inputs(prog, seed=seed * steps + step, sizes=sizes, int_range=STEP_INT_RANGE, fit=True)
+        for step in range(steps)
     ]
     values: dict[str, Any] = {name: PerStep([feed[name] for feed in per_step]) for name in per_step[0]}
     values.update(zero_states(prog))

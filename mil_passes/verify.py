@@ -45,8 +45,10 @@ from .ir import iter_ops, op_counts
 from .runner import run_pass
 from .reference import UnsupportedOpError
 from .reference.interpreter import output_values
-from .reference.feeds import DEFAULT_SIZE_CHOICES, random_inputs
+from .reference.feeds import DEFAULT_SIZE_CHOICES, FeedError, fitted_feed, random_inputs, read_feed_files
 from .reference.memory import interpretation_bytes, require
+from .reference.optional_inputs import input_defaults
+from .package.functions import function_description, function_names, function_view, is_multifunction
 from .stepping import SteppedFeed, is_stateful, random_stepped_feed, stepped_feed, stepped_values
 
 __all__ = [
@@ -160,6 +162,8 @@ class OutputChange:
             return f"{self.kind} '{self.name}' became {self.dtype_after} (was {self.dtype_before})"
         if self.shape_after != self.shape_before:
             return f"{self.kind} '{self.name}' became shape {self.shape_after} (was {self.shape_before})"
+        if self.max_abs is None:  # a value that is not a number (a classifier's label)
+            return f"{self.kind} '{self.name}' changed"
         return f"{self.kind} '{self.name}' changed by up to {self.max_abs:.3g} (rel {self.max_rel:.3g})"
 
 
@@ -177,6 +181,8 @@ class PassRow:
     error: str | None = None
     states: dict[str, OutputChange] = field(default_factory=dict)  # a stateful program's states
     evaluated: bool = True  # False: the pass left the program as it was; the last outputs stand
+    function: str | None = None  # the function of a multifunction model the row is about
+    stage: str | None = None  # the stage of a pipeline the row is about
 
     @property
     def is_culprit(self) -> bool:
@@ -215,19 +221,25 @@ def verify_program(
     prog: Program | Callable[[], Program],
     pipeline: str | PassPipeline | Sequence[str] = "default",
     *,
-    feeds: int | Sequence[Mapping[str, Any]] = 3,
+    feeds: int | str | Path | Sequence[Mapping[str, Any]] = 3,
     seed: int = 0,
     on_row: Callable[[PassRow], None] | None = None,
     steps: int = DEFAULT_STEPS,
     on_progress: Callable[[str], None] | None = None,
     name: str = "the program",
+    defaults: Mapping[str, np.ndarray] | None = None,
 ) -> Verification:
     """Run ``pipeline`` pass by pass on a copy of ``prog`` and compare its outputs after each pass.
 
     ``prog``: a Program (left as it is; the passes run on :func:`~mil_passes.package.io.copy_program`
     of it) or a callable making a fresh Program (called once; the passes run on what it returns). ``feeds``: how
     many random feeds (:func:`~mil_passes.reference.feeds.random_inputs` with seeds ``seed``,
-    ``seed + 1``, …) or the feeds themselves. ``on_row`` gets each row as it is made. ``steps``:
+    ``seed + 1``, …, drawn within the domains the program shows: token ids within the table they
+    index, masks 0 or 1), the feeds themselves, or a path to one's own: an ``.npz`` file (one
+    feed) or a folder of them (:func:`~mil_passes.reference.feeds.read_feed_files`; a feed outside
+    an input's domain is refused naming the domain). ``defaults``: the values of optional inputs
+    a given feed may leave out (:func:`~mil_passes.reference.optional_inputs.input_defaults`).
+    ``on_row`` gets each row as it is made. ``steps``:
     predictions per feed of a stateful program, from zero states (a given feed is given at every
     step; random feeds are drawn per step). ``on_progress`` gets a line saying what runs now, as it
     starts: the original or the pass (``pass 12/95 common::const_elimination``), and the feed and
@@ -244,7 +256,7 @@ def verify_program(
     if steps < 1:
         raise VerifyError(f"steps must be at least 1, got {steps}")
     steps = steps if is_stateful(original) else 1
-    feed_list = _feed_list(original, feeds, seed, steps)
+    feed_list = _feed_list(original, feeds, seed, steps, defaults)
     state_copies = steps * (2 * len(feed_list) + 1) + 1  # the states after every step, kept per feed
     require(interpretation_bytes(original, state_copies), "verifying it", name)
     say = _Progress(on_progress, len(feed_list), steps)
@@ -284,37 +296,128 @@ def verify_package(
     path: str | Path,
     pipeline: str | PassPipeline | Sequence[str] = "default",
     *,
-    feeds: int | Sequence[Mapping[str, Any]] = 3,
+    feeds: int | str | Path | Sequence[Mapping[str, Any]] = 3,
     seed: int = 0,
     on_row: Callable[[PassRow], None] | None = None,
     steps: int = DEFAULT_STEPS,
     on_progress: Callable[[str], None] | None = None,
+    function: str | None = None,
 ) -> Verification:
     """:func:`verify_program` on the program saved at ``path`` (read once: its outputs are computed,
     then the passes run on it). A package converted with ``PassPipeline.EMPTY`` holds the program before any
     pass of the main pipeline. Raises :class:`~mil_passes.package.files.PackageError` for a bad
-    package."""
+    package.
+
+    A multifunction model is verified one function at a time, each alone as Core ML calls it
+    (``function``: that one only; :class:`VerifyError` when the model has no such function); its
+    rows name their function, and every function is verified (a culprit ends its function's
+    rows only). A pipeline's ML Program stages are verified in turn, their rows naming the stage
+    (a stage of another type has no program to verify). A classifier is verified as ``ct.convert``
+    runs the passes on it, before ``classify``: on the probabilities it reads. Given ``feeds`` are
+    those of every function verified; an optional input they leave out gets its declared default."""
     from .package.io import read
 
     resolve_pipeline(pipeline)  # an unknown name fails before the package is read
-
-    def program() -> Program:
-        if on_progress is not None:
-            on_progress(f"reading {path}")
-        return read(path).program
-
-    verification = verify_program(
-        program,
-        pipeline,
-        feeds=feeds,
-        seed=seed,
-        on_row=on_row,
-        steps=steps,
-        on_progress=on_progress,
-        name=str(path),
-    )
+    if on_progress is not None:
+        on_progress(f"reading {path}")
+    package = read(path)
+    parts = _parts(package)
+    names = [name for _, _, name in parts]
+    if function is not None and function not in names:
+        raise VerifyError(f"{path}: the model has no function '{function}' (it has: {', '.join(dict.fromkeys(names))})")
+    verifications = []
+    for stage, part, name in parts:
+        if function is not None and name != function:
+            continue
+        where = _Where(stage, name if is_multifunction(part.program) else None)
+        view = function_view(part.program, name)
+        _without_classify(view)
+        verification = verify_program(
+            functools.partial(_same, view),  # the passes run on the program read: it is not needed after
+            pipeline,
+            feeds=feeds,
+            seed=seed,
+            on_row=where.rows(on_row),
+            steps=steps,
+            on_progress=where.progress(on_progress),
+            name=f"{path}{where.suffix()}",
+            defaults=input_defaults(function_description(part.spec, name)),
+        )
+        for row in verification.rows:
+            where.locate(row)
+        verifications.append(verification)
+    verification = _joined(verifications)
     verification.input = str(path)
     return verification
+
+
+def _parts(package) -> list[tuple[str | None, Any, str]]:
+    """``(stage, package, function)`` for each function of each ML Program of ``package`` (its
+    stages' when it is a pipeline; stage None otherwise)."""
+    programs = [(stage.label, stage.package) for stage in package.stages if stage.package is not None]
+    return [
+        (stage, part, name) for stage, part in (programs or [(None, package)]) for name in function_names(part.program)
+    ]
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The stage of a pipeline and the function of a multifunction model a verification is about."""
+
+    stage: str | None
+    function: str | None
+
+    def suffix(self) -> str:
+        stage = f" stage {self.stage}" if self.stage is not None else ""
+        return stage + (f" function '{self.function}'" if self.function is not None else "")
+
+    def locate(self, row: PassRow) -> PassRow:
+        row.stage, row.function = self.stage, self.function
+        return row
+
+    def rows(self, on_row: Callable[[PassRow], None] | None) -> Callable[[PassRow], None] | None:
+        if on_row is None:
+            return None
+        return lambda row: on_row(self.locate(row))
+
+    def progress(self, on_progress: Callable[[str], None] | None) -> Callable[[str], None] | None:
+        if on_progress is None or not self.suffix():
+            return on_progress
+        return lambda line: on_progress(f"{self.suffix().strip()}: {line}")
+
+
+def _without_classify(prog: Program) -> None:
+    """A classifier's program as ``ct.convert`` runs the passes on it: before coremltools adds
+    ``classify`` (its classes are a list const, which coremltools' passes cannot take). ``main``
+    then returns the probabilities ``classify`` reads, which decide its label and dict."""
+    func = prog.functions["main"]
+    classify = [op for op in func.operations if op.op_type == "classify"]
+    if len(classify) != 1 or list(func.outputs) != list(classify[0].outputs):
+        return
+    op = classify[0]
+    func.set_outputs([op.probabilities])
+    classes = op.classes.op
+    func.remove_ops([op])
+    if classes is not None and not classes.outputs[0].child_ops:
+        func.remove_ops([classes])
+
+
+def _same(prog: Program) -> Program:
+    return prog
+
+
+def _joined(verifications: list[Verification]) -> Verification:
+    """One verification of several functions: their rows in turn, their time summed."""
+    first = verifications[0]
+    if len(verifications) == 1:
+        return first
+    return dataclasses.replace(
+        first,
+        rows=[row for verification in verifications for row in verification.rows],
+        seconds=sum(verification.seconds for verification in verifications),
+        steps=max(verification.steps for verification in verifications),
+        shared_sizes=next((v.shared_sizes for v in verifications if v.shared_sizes), None),
+    )
 
 
 def _copy(prog: Program) -> Program:
@@ -323,20 +426,30 @@ def _copy(prog: Program) -> Program:
     return copy_program(prog)
 
 
-def _feed_list(prog: Program, feeds, seed: int, steps: int = 1) -> list[dict[str, np.ndarray]]:
+def _feed_list(
+    prog: Program, feeds, seed: int, steps: int = 1, defaults: Mapping[str, np.ndarray] | None = None
+) -> list[dict[str, np.ndarray]]:
+    defaults = defaults or {}
     if isinstance(feeds, int):
         if feeds < 1:
             raise VerifyError(f"feeds must be at least 1, got {feeds}")
         return [_random_feed(prog, seed + i, steps) for i in range(feeds)]
-    return [stepped_feed(prog, f, steps) if is_stateful(prog) else dict(f) for f in feeds]
+    if isinstance(feeds, (str, Path)):
+        try:
+            feeds = [fitted_feed(prog, feed, label, defaults=defaults) for label, feed in read_feed_files(feeds)]
+        except FeedError as error:
+            raise VerifyError(str(error)) from None
+    feeds = [{**defaults, **feed} for feed in feeds]  # an optional input left out: its default
+    return [stepped_feed(prog, f, steps) if is_stateful(prog) else f for f in feeds]
 
 
 def _random_feed(prog: Program, seed: int, steps: int, shared: bool = False) -> dict[str, np.ndarray]:
-    """Random feed ``seed``; ``shared``: every flexible dim at one size, drawn from the seed."""
+    """Random feed ``seed``, drawn within the inputs' domains (:mod:`~mil_passes.reference.domains`);
+    ``shared``: every flexible dim at one size, drawn from the seed."""
     sizes = int(np.random.default_rng(seed).choice(DEFAULT_SIZE_CHOICES)) if shared else None
     if is_stateful(prog):
         return random_stepped_feed(prog, seed, steps, sizes=sizes)
-    return random_inputs(prog, seed=seed, sizes=sizes)
+    return random_inputs(prog, seed=seed, sizes=sizes, fit=True)
 
 
 def _has_flexible_inputs(prog: Program) -> bool:
@@ -360,7 +473,8 @@ def _original_outputs(
             continue
         except _FailsOnFeed as failure:
             if not isinstance(feeds, int) or not _has_flexible_inputs(prog):
-                raise VerifyError(f"the program fails on a random feed before any pass: {failure}") from None
+                which = "a random feed" if isinstance(feeds, int) else f"feed {number}"
+                raise VerifyError(f"the program fails on {which} before any pass: {failure}") from None
             first = str(failure)
         feed_list[number - 1] = _random_feed(prog, seed + number - 1, steps, shared=True)
         try:
@@ -409,7 +523,15 @@ def _outputs(prog: Program, feeds: Mapping[str, Any], on_step: StepHook | None =
         on_step(0)
     with np.errstate(all="ignore"):
         values = output_values(prog, feeds)
-    return [np.asarray(value) for value in values]
+    return [_as_array(value) for value in values]
+
+
+def _as_array(value: Any) -> np.ndarray:
+    """An output as an array: a classifier's probabilities (a dict keyed by label) as their values
+    in the classes' order, its label as a 0-d array of it."""
+    if isinstance(value, dict):
+        return np.array(list(value.values()), dtype=np.float64)
+    return np.asarray(value)
 
 
 class _FailsOnFeed(Exception):
@@ -595,6 +717,10 @@ def compare_outputs(
             result[name] = change
             continue
         exact = all(_identical(b, a) for b, a in zip(before, after))
+        if not exact and not all(array.dtype.kind in "biuf" for array in (*before, *after)):
+            change.status = "changed"  # a label: no change to measure
+            result[name] = change
+            continue
         if exact:  # bit for bit (NaN for NaN): no change to measure
             max_abs, scale = 0.0, 0.0
         else:

@@ -24,10 +24,10 @@ def fit(line: str, width: int = WIDTH) -> str:
     return line if len(line) <= width else line[: width - 1].rstrip() + "…"
 
 
-def _key(finding: Finding) -> tuple[str, str, str]:
+def _key(finding: Finding) -> tuple[str, str, str, str]:
     if finding.severity == "info":
-        return finding.severity, finding.rule, ""
-    return finding.severity, finding.rule, _cause(finding)
+        return finding.severity, finding.location, finding.rule, ""
+    return finding.severity, finding.location, finding.rule, _cause(finding)
 
 
 def _cause(finding: Finding) -> str:
@@ -63,7 +63,8 @@ def _group_line(group: list[Finding]) -> str:
         line = str(first)
         if len(line) > WIDTH:
             subject = f"{first.op_type} '{first.op}'" if first.op_type and first.op_type != "model" else first.op
-            line = f"{first.severity}: [{first.rule}] {subject}: {_cause(first)}{_fix(group)}"
+            where = f"{first.location}: " if first.location else ""
+            line = f"{first.severity}: [{first.rule}] {where}{subject}: {_cause(first)}{_fix(group)}"
         return fit(line)
     causes = {_cause(f) for f in group}
     rule = RULES.get(first.rule)
@@ -72,7 +73,8 @@ def _group_line(group: list[Finding]) -> str:
     counted = (
         f"{len(group)} {_plural(kinds.pop())}" if len(kinds) == 1 else f"{len(group)} {_noun(group)} ({_kinds(group)})"
     )
-    head = f"{first.severity}: [{first.rule}] {counted}: "
+    where = f"{first.location}: " if first.location else ""
+    head = f"{first.severity}: [{first.rule}] {where}{counted}: "
     fix = _fix(group)
     shown = 0 if first.severity == "info" else FIRST_NAMES  # infos are a summary: no names
     while True:  # as many first names as fit after the whole cause, down to none
@@ -85,9 +87,9 @@ def _group_line(group: list[Finding]) -> str:
 
 
 def grouped(findings: Iterable[Finding]) -> list[str]:
-    """One line per (severity, rule, cause) for errors and warnings, per rule for infos; in the
-    findings' order (errors first)."""
-    groups: dict[tuple[str, str, str], list[Finding]] = {}
+    """One line per (severity, function or stage, rule, cause) for errors and warnings, per rule
+    (and function or stage) for infos; in the findings' order (errors first)."""
+    groups: dict[tuple[str, str, str, str], list[Finding]] = {}
     for finding in findings:
         groups.setdefault(_key(finding), []).append(finding)
     return [_group_line(group) for group in groups.values()]

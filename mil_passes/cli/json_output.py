@@ -61,13 +61,16 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
                            "max_abs": 0.5, "max_rel": 0.0476}},   # null when the shapes differ
          "error": null,                              # one line for raised, invalid, unchecked
          "states": {},                               # a stateful model's states after each step, as outputs
-         "evaluated": true}                          # false: the pass left the program as it was
+         "evaluated": true,                          # false: the pass left the program as it was
+         "function": "decode",                       # only in a multifunction model: the row's function
+         "stage": "1"}                               # only in a pipeline: the row's stage (from 0)
       ],
       "culprit": "common::const_elimination"          # the first changed/raised/invalid pass, or null
     }
 
 ``Finding`` is ``{"rule": id, "severity": "error" | "warning" | "info", "op": op name,
-"message": one line, "fix": "webnn::…" | null}``: ``fix`` names the pass that fixes it (lint is a
+"message": one line, "fix": "webnn::…" | null}``, with ``"function": name`` in a multifunction
+model and ``"stage": "1"`` (its index, from 0) in a pipeline: ``fix`` names the pass that fixes it (lint is a
 dry run of the passes: a finding names a pass exactly when that pass would change the model), null
 when no pass does (a refusal: the pass's reason is the message). Errors that stop a command are
 not JSON: one line on stderr, exit 2.
@@ -174,6 +177,8 @@ def verify_json(verification: Verification) -> dict:
                 "error": row.error,
                 "states": {name: _change_json(change) for name, change in row.states.items()},
                 "evaluated": row.evaluated,
+                **({"function": row.function} if row.function is not None else {}),
+                **({"stage": row.stage} if row.stage is not None else {}),
             }
             for row in verification.rows
         ],

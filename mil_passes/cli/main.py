@@ -304,10 +304,11 @@ def _verify(args: argparse.Namespace) -> int:
     raise_if_interrupted()
     names = resolve_pipeline(args.pipeline).passes  # an unknown name fails before any output
     width = max((len(name) for name in names), default=0)
-    header = (
-        f"verify {args.input}: pipeline {args.pipeline} ({_count(len(names), 'pass')}), "
-        f"{_count(args.feeds, 'feed')} (seed {args.seed})"
+    feeds = (
+        _count(args.feeds, "feed") + f" (seed {args.seed})" if isinstance(args.feeds, int) else f"feeds {args.feeds}"
     )
+    function = f", function {args.function}" if args.function else ""
+    header = f"verify {args.input}{function}: pipeline {args.pipeline} ({_count(len(names), 'pass')}), {feeds}"
     headed: list[str] = []
     status = StatusLine(progress_enabled(args.quiet or args.json))
 
@@ -327,6 +328,7 @@ def _verify(args: argparse.Namespace) -> int:
             on_row=None if args.json else show,
             steps=args.steps,
             on_progress=status.show,
+            function=args.function,
         )
     finally:
         status.clear()
@@ -426,6 +428,11 @@ def _list(args: argparse.Namespace) -> int:
 DEFAULT_STEPS = 4
 
 
+def _count_or_path(text: str) -> int | str:
+    """``--feeds``: a number of random feeds (at least 1), or a path to feeds of one's own."""
+    return _positive(text) if text.strip().lstrip("-").isdigit() else text
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -515,7 +522,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="default, empty, cleanup, default_palettization, default_pruning, mil_passes "
         "(DEFAULT with this package's passes), or passes P1,P2,... (default: default)",
     )
-    verify.add_argument("--feeds", type=_positive, default=3, metavar="N", help="random feeds (default 3)")
+    verify.add_argument(
+        "--feeds",
+        type=_count_or_path,
+        default=3,
+        metavar="N|PATH",
+        help="N random feeds drawn to fit the model (default 3), or the user's own: FILE.npz (one feed, "
+        "arrays named as the inputs) or a folder of them",
+    )
+    verify.add_argument(
+        "--function",
+        metavar="NAME",
+        help="verify only this function of a multifunction model (default: every function)",
+    )
     verify.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the feeds (default 0)")
     verify.add_argument(
         "--steps",

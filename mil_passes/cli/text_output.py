@@ -62,14 +62,23 @@ def explain(report: OptimizeReport) -> str:
 
 
 def format_row(row: PassRow, width: int = 46) -> str:
-    """One line: index, pass (padded to ``width``), ops before -> after, seconds, status, then the
-    outputs (or the error)."""
+    """One line: the stage of a pipeline and the function of a multifunction model, index, pass
+    (padded to ``width``), ops before -> after, seconds, status, then the outputs (or the error)."""
     ops = f"{row.ops_before} -> {row.ops_after}"
     described = [o.describe() for o in row.outputs.values()] + [f"state {s.describe()}" for s in row.states.values()]
     detail = row.error if row.error is not None else "; ".join(described)
     if not row.evaluated:
         detail = f"unchanged, not re-run; {detail}"
-    return f"{row.index:4d}  {row.name:{width}s} {ops:>14s} {row.seconds:8.3f}s  {row.status:9s}  {detail}"
+    where = _where(row)
+    where = f"{where}: " if where else ""
+    return f"{where}{row.index:4d}  {row.name:{width}s} {ops:>14s} {row.seconds:8.3f}s  {row.status:9s}  {detail}"
+
+
+def _where(row: PassRow) -> str:
+    """``stage 1``, ``function 'decode'``: what part of the model a row is about ("" for a model of one program)."""
+    stage = f"stage {row.stage}" if row.stage is not None else ""
+    function = f"function '{row.function}'" if row.function is not None else ""
+    return ", ".join(part for part in (stage, function) if part)
 
 
 def format_summary(verification: Verification) -> str:
@@ -80,7 +89,8 @@ def format_summary(verification: Verification) -> str:
         left = total - culprit.index
         rest = f"; {left} later pass{'es' if left != 1 else ''} not run" if left else ""
         reason = culprit.reason().rstrip(".")
-        return f"culprit: {culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {reason}{rest}"
+        where = f"{_where(culprit)}: " if _where(culprit) else ""
+        return f"culprit: {where}{culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {reason}{rest}"
     counts = {status: sum(row.status == status for row in verification.rows) for status in STATUS_ORDER}
     parts = [f"{counts[s]} {s}" for s in ("same", "precision", "unchecked") if counts[s]]
     return (

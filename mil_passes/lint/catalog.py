@@ -51,6 +51,13 @@ _OTHER_RULES = (
         "no renaming keeps the interface; the saved model cannot tell the two apart",
     ),
     CatalogEntry(
+        "not-ml-program-stage",
+        "warning",
+        "a pipeline stage that is not an ML Program (a neural network): it has no MIL program to check",
+        "reconvert its source with `convert_to='mlprogram'`",
+        "lint, optimize and verify read MIL; a neural-network model has none, so its stage is left as it is",
+    ),
+    CatalogEntry(
         "declared-type-mismatch",
         "error",
         "a type the protobuf declares that the op's inputs contradict",

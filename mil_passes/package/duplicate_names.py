@@ -208,6 +208,7 @@ def fix_duplicate_names(spec) -> list[Finding]:
                     f"'{name}' is defined {len(involved)} times in function '{function_name}' ({labels}); "
                     f"coremltools' loader keeps one and a saved package may read the wrong one. "
                     f"Each use now reads the definition before it: renamed {', '.join(renamed)}",
+                    function=function_name if len(program.functions) > 1 else None,
                 )
             )
         _Renamer(new_names, function_name).function(function, block)

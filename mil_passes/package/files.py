@@ -21,7 +21,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterator
+from typing import Any, Iterator
 
 from coremltools import proto
 from google.protobuf.message import DecodeError
@@ -162,14 +162,40 @@ def read_spec(files: ModelFiles) -> "proto.Model_pb2.Model":
     kind = spec.WhichOneof("Type")
     if kind is None:
         raise PackageError(f"{path}: model file '{label}' holds no model (truncated or not a Core ML model)")
+    if kind in PIPELINE_KINDS:
+        stages = pipeline_stages(spec)
+        if not any(stage.WhichOneof("Type") == "mlProgram" for stage in stages):
+            kinds = ", ".join(str(stage.WhichOneof("Type")) for stage in stages)
+            raise PackageError(
+                f"{path}: a {kind} model without an ML Program stage ({kinds}); reconvert its stages with "
+                "convert_to='mlprogram'"
+            )
+        for number, stage in enumerate(stages):
+            if stage.WhichOneof("Type") == "mlProgram":
+                _check_interface(Path(f"{path}: stage {number}"), stage)
+        return spec
     if kind != "mlProgram":
         raise PackageError(f"{path}: a {kind} model, not an ML Program; reconvert it with convert_to='mlprogram'")
     _check_interface(path, spec)
     return spec
 
 
+#: The model types that hold other models, in order, as stages (Model.proto).
+PIPELINE_KINDS = ("pipeline", "pipelineClassifier", "pipelineRegressor")
+
+
+def pipeline_stages(spec) -> list:
+    """The models of a pipeline (``pipeline``, ``pipelineClassifier``, ``pipelineRegressor``), in order."""
+    kind = spec.WhichOneof("Type")
+    holder = spec.pipeline if kind == "pipeline" else getattr(spec, kind).pipeline
+    return list(holder.models)
+
+
 def _check_interface(path: Path, spec) -> None:
-    """The description and the program's main function agree (a truncated file often breaks this)."""
+    """The description and the program agree (a truncated file often breaks this): the default
+    function exists, every function has a block for its opset, and each described function's
+    inputs, states and outputs are its program function's (a multifunction model describes each
+    function with its own states; a model of one function describes ``main`` at the top)."""
     program = spec.mlProgram
     name = spec.description.defaultFunctionName or "main"
     if name not in program.functions:
@@ -179,25 +205,28 @@ def _check_interface(path: Path, spec) -> None:
             raise PackageError(
                 f"{path}: function '{shown(function_name)}' has no block for its opset '{shown(function.opset)}'"
             )
-    function = program.functions[name]
+    described = list(spec.description.functions) or [spec.description]
+    for description in described:
+        function_name = getattr(description, "name", "") or name
+        if function_name not in program.functions:
+            raise PackageError(f"{path}: the description's function '{shown(function_name)}' is not in the ML Program")
+        _check_function_interface(path, description, program.functions[function_name], function_name)
+
+
+def _check_function_interface(path: Path, description, function, function_name: str) -> None:
     block = function.block_specializations[function.opset]
-    described_inputs = [feature.name for feature in spec.description.input]
-    described_outputs = [feature.name for feature in spec.description.output]
-    if spec.description.functions:
-        for described in spec.description.functions:
-            if described.name == name:
-                described_inputs = [f.name for f in described.input]
-                described_outputs = [f.name for f in described.output]
+    where = f" of function '{shown(function_name)}'" if function_name != "main" else ""
+    described_inputs = [f.name for f in description.input] + [f.name for f in description.state]
+    described_outputs = [f.name for f in description.output]
     program_inputs = [value.name for value in function.inputs]
-    state_inputs = [feature.name for feature in spec.description.state]
-    if sorted(described_inputs + state_inputs) != sorted(program_inputs):
+    if sorted(described_inputs) != sorted(program_inputs):
         raise PackageError(
-            f"{path}: the description's inputs {shown(str(described_inputs), 100)} are not the program's "
+            f"{path}: the description's inputs{where} {shown(str(described_inputs), 100)} are not the program's "
             f"{shown(str(program_inputs), 100)}"
         )
     if described_outputs != list(block.outputs):
         raise PackageError(
-            f"{path}: the description's outputs {shown(str(described_outputs), 100)} are not the program's "
+            f"{path}: the description's outputs{where} {shown(str(described_outputs), 100)} are not the program's "
             f"{shown(str(list(block.outputs)), 100)}"
         )
 
@@ -214,12 +243,20 @@ class BlobReference:
 
 def blob_references(program) -> Iterator[BlobReference]:
     """Every ``blobFileValue`` of an ML Program: op attributes and inline input values, all blocks."""
+    for where, value in blob_values(program):
+        blob = value.blobFileValue
+        yield BlobReference(where, blob.fileName, blob.offset, value.type)
+
+
+def blob_values(program) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` for every value of an ML Program read from a weight file (the protobuf's
+    own ``Value`` messages: editing one edits the program)."""
     for function_name, function in program.functions.items():
         for block in function.block_specializations.values():
             yield from _block_blobs(block, f"function '{shown(function_name)}'")
 
 
-def _block_blobs(block, where: str) -> Iterator[BlobReference]:
+def _block_blobs(block, where: str) -> Iterator[tuple[str, Any]]:
     for op in block.operations:
         label = f"{shown(op.type)} '{shown(op.outputs[0].name if op.outputs else op.type)}'"
         values = list(op.attributes.items())
@@ -231,8 +268,7 @@ def _block_blobs(block, where: str) -> Iterator[BlobReference]:
         ]
         for param, value in values:
             if value.WhichOneof("value") == "blobFileValue":
-                blob = value.blobFileValue
-                yield BlobReference(f"{label} ({param}) in {where}", blob.fileName, blob.offset, value.type)
+                yield f"{label} ({param}) in {where}", value
         for nested in op.blocks:
             yield from _block_blobs(nested, where)
 

@@ -21,6 +21,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import coremltools as ct
 from coremltools import proto
@@ -44,6 +45,7 @@ from .files import (
     MANIFEST,
     ModelFiles,
     PackageError,
+    PIPELINE_KINDS,
     check_weights,
     loaded_weight_bytes,
     locate,
@@ -55,6 +57,16 @@ from .layout import write_package
 from .duplicate_names import InterfaceClash, UndefinedName, fix_duplicate_names
 from .runtime_quantization import UnloweredQuantization, lower_runtime_quantization
 from ..ir import iter_blocks, iter_ops, iter_proto_ops
+from .functions import (
+    default_function,
+    function_description,
+    function_names,
+    function_view,
+    is_multifunction,
+    merged_placement,
+)
+from .pipelines import Stage, lint_stages, read_pipeline, write_stages
+from .shared_weights import share_identical_weights
 
 __all__ = [
     "Package",
@@ -66,6 +78,7 @@ __all__ = [
     "check_output_path",
     "copy_program",
     "write_new",
+    "write_pipeline",
 ]
 
 ARRAY_DTYPES = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int32": "INT32", "fp64": "DOUBLE", "int8": "INT8"}
@@ -84,6 +97,14 @@ class Package:
     findings: list[Finding] = field(default_factory=list)
     files: ModelFiles | None = None
     op_changes: Counter = field(default_factory=Counter)
+    #: A pipeline's stages in order (empty for a model of one program; ``program`` is then the
+    #: first ML Program stage's)
+    stages: list[Stage] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        """The model's type as Model.proto names it: ``mlProgram``, ``pipeline``, …"""
+        return str(self.spec.WhichOneof("Type"))
 
     def lint(self, chip: str | None = None) -> list[Finding]:
         """The protobuf check's findings and :func:`~mil_passes.lint.lint`'s, errors first; run-time
@@ -91,42 +112,65 @@ class Package:
         return self.lint_report(chip)[0]
 
     def lint_report(self, chip: str | None = None) -> tuple[list[Finding], Placement]:
-        """:meth:`lint`'s findings and the predicted Neural Engine placement (``chip``: one chip's family)."""
-        dims = DimNames.of_program(self.program, ranges_of_description(self.spec.description))
-        findings, placement = lint_report(self.program, dims=dims, chip=chip)
-        return by_severity(self.findings + findings), placement
+        """:meth:`lint`'s findings and the predicted Neural Engine placement (``chip``: one chip's
+        family). Each function of a multifunction model is linted as Core ML reads it, alone
+        (its findings name it), and each ML Program stage of a pipeline (its findings name the
+        stage; a stage of another type is one finding, ``not-ml-program-stage``); the placement
+        then counts every function's and stage's ops."""
+        if self.stages:
+            return lint_stages(self.stages, chip)
+        findings, placements = list(self.findings), []
+        for name in function_names(self.program):
+            view = function_view(self.program, name)
+            description = function_description(self.spec, name)
+            dims = DimNames.of_program(view, ranges_of_description(description))
+            found, placement = lint_report(view, dims=dims, chip=chip)
+            if is_multifunction(self.program):
+                found = [finding.located(function=name) for finding in found]
+            findings += found
+            placements.append(placement)
+        return by_severity(findings), merged_placement(placements)
 
 
 def read(path: str | Path) -> Package:
     """Read ``path`` without trusting it; raises :class:`PackageError` (one line naming the path), or
     :class:`~mil_passes.reference.memory.NotEnoughMemoryError` before loading weights the machine
-    has no room for."""
+    has no room for. A pipeline (``pipeline``, ``pipelineClassifier``, ``pipelineRegressor``) is read
+    stage by stage: :attr:`Package.stages` (see :mod:`.pipelines`)."""
     files = locate(path)
     spec = read_spec(files)
+    if spec.WhichOneof("Type") in PIPELINE_KINDS:
+        return read_pipeline(files, spec, _read_program)
+    return _read_program(files, spec, str(files.path))
+
+
+def _read_program(files: ModelFiles, spec, label: str) -> Package:
+    """The :class:`Package` of ``spec``, an ML Program (a model's, or a pipeline stage's: ``label``
+    names it in errors), its weights in ``files``."""
     check_weights(spec, files)
-    require({"weights": loaded_weight_bytes(spec)}, "reading it", str(files.path))
+    require({"weights": loaded_weight_bytes(spec)}, "reading it", label)
     op_changes: Counter = Counter()
     try:
         findings = fix_duplicate_names(spec)
         findings += lower_runtime_quantization(spec, op_changes)
     except (InterfaceClash, UndefinedName, UnloweredQuantization) as error:
-        raise PackageError(f"{files.path}: {error}") from None
-    program = _build(spec, files)
+        raise PackageError(f"{label}: {error}") from None
+    program = _program_of(spec, files.weights_dir, label)
     try:
         repaired = repair_types(program)
     except Exception as error:  # noqa: BLE001 - pymil re-inference can raise anything
-        raise PackageError(f"{files.path}: cannot infer the types of the program: {_one_line(error)}") from None
+        raise PackageError(f"{label}: cannot infer the types of the program: {_one_line(error)}") from None
     findings += declared_type_findings(spec, program, repaired)
     return Package(files.path, spec, program, findings, files, op_changes)
 
 
 def load(path: str | Path) -> Program:
-    """The Program of the model at ``path`` (see :func:`read`)."""
-    return read(path).program
-
-
-def _build(spec, files: ModelFiles) -> Program:
-    return _program_of(spec, files.weights_dir, files.path)
+    """The Program of the model at ``path`` (see :func:`read`); a pipeline has one per stage:
+    :class:`PackageError` (read it with :func:`read`)."""
+    package = read(path)
+    if package.stages:
+        raise PackageError(f"{path}: a {package.kind} model holds a program per stage; read(path).stages has them")
+    return package.program
 
 
 def _program_of(spec, weights_dir: str | Path, label: str | Path) -> Program:
@@ -140,6 +184,11 @@ def _program_of(spec, weights_dir: str | Path, label: str | Path) -> Program:
     except Exception as error:  # noqa: BLE001 - coremltools' loader raises any type on bad input
         raise PackageError(f"{label}: coremltools cannot build the program: {_one_line(error)}") from None
     _drop_loader_placeholders(program, _defined_names(spec))
+    program.default_function_name = spec.description.defaultFunctionName or "main"
+    program.export_as_multifunction = bool(spec.description.functions)
+    described = [f.name for f in spec.description.functions if f.name in program.functions]
+    if described:  # the description's order (the protobuf's map of functions has none)
+        program.functions = {name: program.functions[name] for name in described + list(program.functions)}
     return program
 
 
@@ -151,6 +200,7 @@ def copy_program(prog: Program) -> Program:
     with scratch_folder("copy") as weights:
         spec = export_program(prog, weights, specification_version=version)
         spec.specificationVersion = version
+        spec.description.defaultFunctionName = default_function(prog) if is_multifunction(prog) else ""
         try:
             fix_duplicate_names(spec)
         except (InterfaceClash, UndefinedName) as error:
@@ -272,6 +322,29 @@ def _like_spec(like) -> "proto.Model_pb2.Model | None":
 
 def _export_and_write(prog: Program, source, path: Path) -> None:
     """Write ``prog`` as a new package folder at ``path`` (not staged)."""
+    write_package(path, lambda weights: _exported(prog, source, weights))
+
+
+def write_pipeline(package: Package, path: str | Path) -> None:
+    """Write the pipeline ``package`` (read by :func:`read`: its :attr:`~Package.stages`) as a new
+    package folder at ``path`` (not staged): each ML Program stage's program in its place, with
+    its description; every other stage and the pipeline's own description as they were."""
+
+    def export(weights: str):
+        return write_stages(
+            package.spec,
+            package.stages,
+            Path(weights),
+            lambda stage, folder: _exported(stage.program, stage.spec, folder),
+        )
+
+    write_package(Path(path), export)
+
+
+def _exported(prog: Program, source, weights: str):
+    """``prog``'s Model protobuf, its weights written into the folder ``weights``: with ``source``'s
+    description (checked against ``prog``'s interface, output types the program contradicts
+    replaced), specification version and build info; shared weights written once."""
     if source is None:
         version = max(int(func.opset_version) for func in prog.functions.values())
         description = None
@@ -281,56 +354,70 @@ def _export_and_write(prog: Program, source, path: Path) -> None:
         description.CopyFrom(source.description)
         _check_interface(prog, description)
         _reconcile_output_types(prog, description)
+        prog.default_function_name = description.defaultFunctionName or "main"
+    if is_multifunction(prog):
+        share_identical_weights(prog, version)
+    model = export_program(prog, weights, specification_version=version, model_description=description)
+    if source is not None and "buildInfo" in source.mlProgram.attributes:
+        model.mlProgram.attributes["buildInfo"].CopyFrom(source.mlProgram.attributes["buildInfo"])
+    return model
 
-    def export(weights: str):
-        model = export_program(prog, weights, specification_version=version, model_description=description)
-        if source is not None and "buildInfo" in source.mlProgram.attributes:
-            model.mlProgram.attributes["buildInfo"].CopyFrom(source.mlProgram.attributes["buildInfo"])
-        return model
 
-    write_package(path, export)
-
-
-def _main_function_name(description) -> str:
-    return description.defaultFunctionName or "main"
+def _described_functions(description) -> list[tuple[str, Any]]:
+    """``(function name, its description)``: each of a multifunction model, or ``main``'s."""
+    if description.functions:
+        return [(described.name, described) for described in description.functions]
+    return [(description.defaultFunctionName or "main", description)]
 
 
 def _check_interface(prog: Program, description) -> None:
-    if description.functions:
-        return  # multifunction descriptions are kept as they are
-    func = prog.functions.get(_main_function_name(description))
-    if func is None:
-        raise ValueError(f"the program has no function '{_main_function_name(description)}'")
-    described_inputs = sorted([f.name for f in description.input] + [f.name for f in description.state])
-    if described_inputs != sorted(func.inputs):
-        raise ValueError(f"the program's inputs {sorted(func.inputs)} are not the described {described_inputs}")
-    outputs = [var.name for var in func.outputs]
-    described_outputs = [f.name for f in description.output]
-    if outputs != described_outputs:
-        raise ValueError(f"the program's outputs {outputs} are not the described {described_outputs}")
+    """``prog`` has the functions ``description`` names, each with its described inputs (states
+    included), outputs and order; and the default function it names."""
+    described_names = [name for name, _ in _described_functions(description)]
+    if description.functions and sorted(described_names) != sorted(prog.functions):
+        raise ValueError(
+            f"the program's functions {sorted(prog.functions)} are not the described {sorted(described_names)}"
+        )
+    for name, described in _described_functions(description):
+        func = prog.functions.get(name)
+        if func is None:
+            raise ValueError(f"the program has no function '{name}'")
+        where = f"function '{name}': " if description.functions else ""
+        described_inputs = sorted([f.name for f in described.input] + [f.name for f in described.state])
+        if described_inputs != sorted(func.inputs):
+            raise ValueError(
+                f"{where}the program's inputs {sorted(func.inputs)} are not the described {described_inputs}"
+            )
+        outputs = [var.name for var in func.outputs]
+        described_outputs = [f.name for f in described.output]
+        if outputs != described_outputs:
+            raise ValueError(f"{where}the program's outputs {outputs} are not the described {described_outputs}")
 
 
 def _reconcile_output_types(prog: Program, description) -> None:
-    """Replace output array types the program contradicts (e.g. a literal 0 coremltools wrote)."""
-    if description.functions:
+    """Replace output array types the program contradicts (e.g. a literal 0 coremltools wrote),
+    in every function's description."""
+    for name, described in _described_functions(description):
+        for feature, var in zip(described.output, prog.functions[name].outputs):
+            _reconcile_output_type(feature, var)
+
+
+def _reconcile_output_type(feature, var) -> None:
+    if feature.type.WhichOneof("Type") != "multiArrayType":
         return
-    func = prog.functions[_main_function_name(description)]
-    for feature, var in zip(description.output, func.outputs):
-        if feature.type.WhichOneof("Type") != "multiArrayType":
-            continue
-        array = feature.type.multiArrayType
-        computed = inferred_type(var)
-        dtype = ARRAY_DTYPES.get(computed[1]) if computed else None
-        if computed is None or dtype is None:
-            continue
-        said_dtype = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Name(array.dataType)
-        shape_wrong = bool(array.shape) and contradicts(("tensor", computed[1], tuple(array.shape)), computed)
-        if said_dtype != dtype:
-            array.dataType = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Value(dtype)
-        if shape_wrong:
-            del array.shape[:]
-            if all(d is not None for d in computed[2]):
-                array.shape.extend(computed[2])
+    array = feature.type.multiArrayType
+    computed = inferred_type(var)
+    dtype = ARRAY_DTYPES.get(computed[1]) if computed else None
+    if computed is None or dtype is None:
+        return
+    said_dtype = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Name(array.dataType)
+    shape_wrong = bool(array.shape) and contradicts(("tensor", computed[1], tuple(array.shape)), computed)
+    if said_dtype != dtype:
+        array.dataType = proto.FeatureTypes_pb2.ArrayFeatureType.ArrayDataType.Value(dtype)
+    if shape_wrong:
+        del array.shape[:]
+        if all(d is not None for d in computed[2]):
+            array.shape.extend(computed[2])
 
 
 def save_program(prog: Program, path: str | Path, *, target=ct.target.iOS17) -> Path:

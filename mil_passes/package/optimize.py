@@ -7,6 +7,7 @@ as ``lint`` reads it), then renamed into place.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import Counter
@@ -14,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from coremltools.converters.mil.mil import Program
+
 from ..lint import by_severity
 from .atomic import replacing
 from .files import require_existing
-from .io import Package, PackageError, check_output_path, read, write_new
+from .io import Package, PackageError, check_output_path, read, write_new, write_pipeline
 from ..ir import op_counts
-from ..runner import OptimizeReport, resolve_pass_names, run_passes
+from ..runner import OptimizeReport, PassRun, resolve_pass_names, run_passes
+from .functions import function_names, function_view, is_multifunction, put_back
 
 
 @dataclass
@@ -76,18 +80,93 @@ def optimize_package(
     check_paths(source, output, force=force)
     step("read")
     package = read(source)
-    report = run_passes(package.program, names, on_pass=step)
+    report = _run_every_stage(package, names, step)
     with replacing(output) as staged:
         step("write")
-        write_new(package.program, staged, like=package)
+        if package.stages:
+            write_pipeline(package, staged)
+        else:
+            write_new(package.program, staged, like=package)
         step("check")
         written = _read_back(staged, output)
         findings_after = written.lint()
-    report.findings_before = by_severity(package.findings + report.findings_before)
-    report.ops_before = as_read(report.ops_before, package.op_changes)
-    report.ops_after = as_read(op_counts(written.program), written.op_changes)
+    checked = [f for _, part in _ml_programs(package) for f in part.findings]  # the protobuf check's
+    report.findings_before = by_severity(checked + report.findings_before)
+    report.ops_before = as_read(report.ops_before, _op_changes(package))
+    report.ops_after = as_read(_op_counts(written), _op_changes(written))
     report.findings_after = findings_after
     return PackageRun(source, output, report, time.perf_counter() - start)
+
+
+def _ml_programs(package: Package) -> list[tuple[str | None, Package]]:
+    """``(stage, package)`` of each ML Program of ``package``: its stages', or its own (stage None)."""
+    if not package.stages:
+        return [(None, package)]
+    return [(stage.label, stage.package) for stage in package.stages if stage.package is not None]
+
+
+def _op_counts(package: Package) -> Counter:
+    return sum((op_counts(part.program) for _, part in _ml_programs(package)), Counter())
+
+
+def _op_changes(package: Package) -> Counter:
+    changes: Counter = Counter()
+    for _, part in _ml_programs(package):
+        changes.update(part.op_changes)  # update keeps the negative counts (ops a repair added)
+    return changes
+
+
+def _run_every_stage(package: Package, names: list[str], step: Callable[[str], None]) -> OptimizeReport:
+    """The passes on each ML Program of ``package`` (each stage of a pipeline; findings name it)."""
+    reports = []
+    for stage, part in _ml_programs(package):
+        report = _run_every_function(part.program, names, step)
+        if stage is not None:
+            report.findings_before = [f.located(stage=stage) for f in report.findings_before]
+            report.findings_after = [f.located(stage=stage) for f in report.findings_after]
+        reports.append(report)
+    return merged_report(reports)
+
+
+def _run_every_function(prog: Program, names: list[str], step: Callable[[str], None]) -> OptimizeReport:
+    """The passes on each function of ``prog`` alone (as Core ML reads a multifunction model: its
+    names, interface and states are the function's), one report for them all; the findings of a
+    multifunction model name their function."""
+    reports = []
+    for name in function_names(prog):
+        view = function_view(prog, name)
+        report = run_passes(view, names, on_pass=step)
+        put_back(prog, name, view)
+        if is_multifunction(prog):
+            report.findings_before = [f.located(function=name) for f in report.findings_before]
+            report.findings_after = [f.located(function=name) for f in report.findings_after]
+        reports.append(report)
+    return merged_report(reports)
+
+
+def merged_report(reports: list[OptimizeReport]) -> OptimizeReport:
+    """The reports of several functions as one: op counts summed, findings joined, and each pass's
+    runs summed (seconds, rewrites) with what they declined joined."""
+    if len(reports) == 1:
+        return reports[0]
+    runs: dict[str, PassRun] = {}
+    for report in reports:
+        for run in report.passes:
+            known = runs.get(run.name)
+            if known is None:
+                runs[run.name] = dataclasses.replace(run, declined=list(run.declined))
+                continue
+            known.seconds += run.seconds
+            if run.rewritten is not None:
+                known.rewritten = (known.rewritten or 0) + run.rewritten
+            known.declined.extend(run.declined)
+    return OptimizeReport(
+        sum((r.ops_before for r in reports), Counter()),
+        sum((r.ops_after for r in reports), Counter()),
+        by_severity(f for r in reports for f in r.findings_before),
+        by_severity(f for r in reports for f in r.findings_after),
+        list(runs.values()),
+    )
 
 
 def _read_back(staged: Path, output: Path) -> Package:

@@ -6,7 +6,9 @@ description's output names, in its order. Multiarray inputs (numpy arrays, lists
 tensors) are cast to the declared dtype, as Core ML casts an ``MLMultiArray`` it is given; image
 inputs are ``PIL.Image`` objects of the mode coremltools requires (RGB for RGB/BGR, L for
 GRAYSCALE, F for GRAYSCALE_FLOAT16) and image outputs come back as ``PIL.Image``. A rank-0 output
-comes back with shape ``(1,)``, as Core ML returns it.
+comes back with shape ``(1,)``, as Core ML returns it. A classifier (``ct.ClassifierConfig``) gives
+its label (``str``, or ``int`` for integer classes) and a dict of probabilities keyed by label.
+An optional input (declared with a default value) that ``data`` leaves out gets its default.
 
 The program is the model's (:mod:`.model_program`); neural-network models have none:
 :class:`NotAnMLProgramError`.
@@ -22,6 +24,7 @@ import numpy as np
 from .errors import PredictionError
 from .interpreter import evaluate, numpy_dtype
 from .model_program import NotAnMLProgramError, description_of, program_of, spec_of
+from .optional_inputs import input_defaults
 from .state import State
 
 __all__ = ["predict", "NotAnMLProgramError"]
@@ -100,8 +103,11 @@ def _feeds(description, func, data: Mapping[str, Any]) -> dict[str, np.ndarray]:
                 f'Provided key "{name}", in the input dict, does not match any of the model '
                 f"input name(s), which are: {set(features)}"
             )
+    defaults = input_defaults(description)
     feeds = {}
     for name, feature in features.items():
+        if name not in data and name in defaults:
+            data = {**data, name: defaults[name]}
         if name not in data:
             continue  # evaluate() names the missing input and its type
         var = func.inputs.get(name)
@@ -149,10 +155,16 @@ def _image_to_array(name: str, image_type, image: Any, dtype: np.dtype) -> np.nd
     return np.ascontiguousarray(pixels[None]).astype(dtype)
 
 
-def _output(feature, value: np.ndarray) -> Any:
+def _output(feature, value: Any) -> Any:
     kind = feature.type.WhichOneof("Type")
     if kind == "imageType":
         return _array_to_image(feature.name, feature.type.imageType, value)
+    if kind == "dictionaryType":  # a classifier's probabilities, keyed by label
+        return dict(value)
+    if kind == "stringType":  # a classifier's label
+        return str(value)
+    if kind == "int64Type":
+        return int(np.asarray(value).reshape(-1)[0])
     value = np.asarray(value)
     return value.reshape(1) if value.ndim == 0 else value
 

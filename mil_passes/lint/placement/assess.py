@@ -34,7 +34,7 @@ from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry
 from .. import chips as chip_families
 from ..dims import DimNames
 from ..findings import Finding
-from .facts import FunctionView, Reader, is_weight_op
+from .facts import FunctionView, Reader, added_for_interface, is_weight_op
 from .op_rules import OP_RULES
 from .program_rules import PROGRAM_RULES
 from .rule import CONFIDENCE_KEYS, MEASURED, STRENGTH, UNKNOWN, UNSOURCED, Hit, PlacementRule
@@ -201,14 +201,21 @@ class _Assessor:
         self.findings: list[Finding] = []
         self.reader = Reader()
 
-    def finding(self, rule: PlacementRule, op_name: str, op_type: str, subject: str, hit: Hit) -> bool:
-        """Record a finding if the hit holds on a checked chip; whether it did."""
+    def finding(
+        self, rule: PlacementRule, op_name: str, op_type: str, subject: str, hit: Hit, interface: str | None = None
+    ) -> bool:
+        """Record a finding if the hit holds on a checked chip; whether it did. ``interface``: why the
+        op is one coremltools adds for the interface (:func:`~.facts.added_for_interface`): then
+        the finding is an info, with that reason."""
         if not hit.families & self.checked:
             return False
         if rule.reported and (rule.id, op_name) not in self.reported:  # a pass's dry run may have said it already
             message, cause = _message(rule, subject, hit, self.checked)
             fix = rule.fix_pass if rule.fix_pass in self.fixes.get(op_name, ()) else None
-            self.findings.append(Finding(rule.id, rule.severity, op_name, self.dims(message), fix, op_type, cause))
+            severity = rule.severity if interface is None else "info"
+            if interface is not None:
+                message, cause = f"{message} ({interface})", f"{cause} ({interface})"
+            self.findings.append(Finding(rule.id, severity, op_name, self.dims(message), fix, op_type, cause))
         return True
 
     def judge(self, op: Operation, place: OpPlace) -> None:
@@ -217,6 +224,7 @@ class _Assessor:
         seen = self.reader.view(op)
         if op.op_type not in _KNOWN_OPS or seen.max_rank < 0:
             place.side = UNJUDGED
+        interface = added_for_interface(op)
         for rule in _rules_of(op.op_type):
             verdict = rule.check(op, seen)
             if verdict is None:
@@ -224,7 +232,10 @@ class _Assessor:
             if verdict is UNKNOWN:
                 if place.side == ANE:
                     place.side = UNJUDGED
-            elif self.finding(rule, op.name, op.op_type, f"{op.op_type} '{op.name}'", verdict) and rule.moves_off:
+            elif (
+                self.finding(rule, op.name, op.op_type, f"{op.op_type} '{op.name}'", verdict, interface)
+                and rule.moves_off
+            ):
                 place.take_off(BY_COST if rule.by_cost else BY_RULE, rule, rule.confidence)
         for block in op.blocks:
             for inner in block.operations:

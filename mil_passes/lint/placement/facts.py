@@ -166,3 +166,32 @@ def axis_value(op: Operation, name: str = "axis", default: int | None = None) ->
     if value is None:
         return default
     return None if value.val is None else int(value.val)
+
+
+#: The suffixes coremltools gives the ops of an ``ImageType``'s preprocessing (its backend pass
+#: ``mil_backend::insert_image_preprocessing_ops``: ``{input}__scaled__`` = input * scale,
+#: ``{input}__biased__`` = + bias).
+_PREPROCESSING_SUFFIXES = ("__scaled__", "__biased__")
+
+
+def added_for_interface(op: Operation) -> str | None:
+    """Why ``op`` is one coremltools itself adds for the model's interface, or None: the fp32
+    scale/bias of an ``ImageType`` input, and a classifier's ``classify`` (with the cast of the
+    probabilities it reads). The user controls neither (only the interface's declaration), so what
+    lint finds in them is information."""
+    readers = op.outputs[0].child_ops if op.outputs else ()
+    if op.op_type == "classify" or (op.op_type == "cast" and readers and all(r.op_type == "classify" for r in readers)):
+        return "coremltools adds it for ClassifierConfig"
+    name = op.outputs[0].name if op.outputs else op.name
+    for suffix in _PREPROCESSING_SUFFIXES:
+        if name.endswith(suffix) and name[: -len(suffix)] in _function_input_names(op):
+            return "coremltools adds it for ImageType scale/bias"
+    return None
+
+
+def _function_input_names(op: Operation) -> set[str]:
+    block = op.enclosing_block
+    while block is not None and getattr(block, "outer_op", None) is not None:
+        block = block.outer_op.enclosing_block
+    inputs = getattr(block, "inputs", {}) if block is not None else {}
+    return set(inputs) if isinstance(inputs, dict) else set()

@@ -35,6 +35,7 @@ FAMILIES = (
     "sequence",
     "detection",
     "state",
+    "classify",
 )
 
 
