@@ -640,8 +640,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def _refusals_logged(verbose: bool) -> Iterator[None]:
-    """With --verbose, the passes' debug log (each match they refuse, and why) on stderr."""
+def _declines_logged(verbose: bool) -> Iterator[None]:
+    """With --verbose, the passes' debug log (each match they decline, and why) on stderr."""
     if not verbose:
         yield
         return
@@ -664,7 +664,7 @@ def _main(argv: list[str] | None) -> int:
         return done.code if isinstance(done.code, int) else EXIT_ERROR
     _quiet_coremltools()
     run: Callable[[argparse.Namespace], int] = args.run
-    with optional_frameworks_refused(), _refusals_logged(args.verbose):
+    with optional_frameworks_refused(), _declines_logged(args.verbose):
         try:
             return run(args)
         except Exception as error:  # noqa: BLE001 - sorted below: users' mistakes get one line
