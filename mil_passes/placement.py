@@ -38,6 +38,13 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
     # Again: removing a window can bring a condition next to what canonicalizes it, as in
     # logical_not(slice(concat(logical_not(x), c))) (found by the fuzzer, as above).
     ("webnn::canonicalize_uint8_select", "common::remove_symbolic_reshape"),
+    # A state written at run-time positions (a KV cache) becomes a masked blend of the whole state.
+    # After remove_redundant_ops, which makes the layers' copies of the run-time offset one var (so
+    # one mask serves every layer); before add_fp16_cast (the mask is built in the state's compute
+    # dtype) and add_int16_cast (which narrows its int32 positions where exact).
+    ("webnn::dynamic_state_update_to_mask", "common::dedup_op_and_var_names"),
+    # Again: the one-hot matmul of several new rows has the cache's rank (5 for a [layers, …] cache).
+    ("webnn::matmul_rank5_to_rank4", "common::dedup_op_and_var_names"),
     # Again right after common::add_fp16_cast, before const_elimination: it re-creates every reshape,
     # and coremltools types a 0 target literally (found converting GPT-2 at fp16); this run gives them
     # their true types again before anything reads the 0s as sizes.

@@ -17,9 +17,6 @@ from mil_passes.cli import main
 from mil_passes.placement import GUARD_NAMES, REPLACEMENTS
 from mil_passes.testing import check_pass, op_counts
 
-#: The passes that run a second time, after the streaming rewrite, then fold_shape_ops a third
-#: time right after common::add_fp16_cast (see PLACEMENT).
-AGAIN = ("webnn::fold_shape_ops", "webnn::canonicalize_uint8_select", "webnn::fold_shape_ops")
 EXPECTED = (
     "webnn::rename_duplicate_temporaries",
     "webnn::canonicalize_uint8_select",
@@ -29,9 +26,21 @@ EXPECTED = (
     "webnn::gather_to_slice",
     "webnn::topk_to_argmax",
     "webnn::matmul_rank5_to_rank4",
+    "webnn::dynamic_state_update_to_mask",
 )
-#: Every run of the package's passes in a pipeline, in order (see PLACEMENT).
-RUNS = (*EXPECTED[:4], "webnn::fold_shape_ops", *EXPECTED[4:], *AGAIN[1:])
+#: Every run of the package's passes in a pipeline, in order (see PLACEMENT): fold_shape_ops and
+#: canonicalize_uint8_select again after the streaming rewrite, fold_shape_ops a third time right
+#: after common::add_fp16_cast.
+RUNS = (
+    *EXPECTED[:4],
+    "webnn::fold_shape_ops",
+    *EXPECTED[4:8],
+    "webnn::canonicalize_uint8_select",
+    # after remove_redundant_ops, the matmul merged again; then fold_shape_ops after add_fp16_cast
+    "webnn::dynamic_state_update_to_mask",
+    "webnn::matmul_rank5_to_rank4",
+    "webnn::fold_shape_ops",
+)
 
 
 def test_every_pass_is_registered_in_pipeline_order():

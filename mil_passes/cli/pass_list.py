@@ -36,4 +36,8 @@ PASSES: tuple[tuple[str, str], ...] = (
         "webnn::matmul_rank5_to_rank4",
         "Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes.",
     ),
+    (
+        "webnn::dynamic_state_update_to_mask",
+        "Rewrite every state written at run-time positions as a masked blend of the whole state.",
+    ),
 )

@@ -360,6 +360,7 @@ OP_RULES: tuple[PlacementRule, ...] = (
         "write the cache at constant offsets, or keep the cache outside the model (inputs in, new entries out)",
         checks.dynamic_state_update,
         op_types=("slice_update",),
+        fix_pass="webnn::dynamic_state_update_to_mask",
         severity_override="warning",  # measured through Core AI, not Core ML
         chips="M5 Max measured (Core AI)",
     ),
