@@ -283,6 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--channels", type=_positive, default=1024)
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.set_defaults(run=_demo)
+
+    from .specialize import add_specialize  # the specialize command (cli/specialize.py)
+
+    add_specialize(commands)
     return parser
 
 

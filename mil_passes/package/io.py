@@ -66,6 +66,7 @@ __all__ = [
     "check_output_path",
     "copy_program",
     "write_new",
+    "build_program",
 ]
 
 ARRAY_DTYPES = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int32": "INT32", "fp64": "DOUBLE", "int8": "INT8"}
@@ -123,6 +124,15 @@ def read(path: str | Path) -> Package:
 def load(path: str | Path) -> Program:
     """The Program of the model at ``path`` (see :func:`read`)."""
     return read(path).program
+
+
+def build_program(spec, like: Package) -> Program:
+    """The Program of ``spec``, a protobuf edited from ``like``'s (read with ``like``'s weights)."""
+    if like.files is None:
+        raise ValueError("the package was not read from disk: its weights are unknown")
+    program = _program_of(spec, like.files.weights_dir, like.path)
+    repair_types(program)
+    return program
 
 
 def _build(spec, files: ModelFiles) -> Program:
@@ -220,7 +230,9 @@ def save(
     return path
 
 
-def write_new(prog: Program, path: str | Path, *, like: Package | str | Path | None = None) -> None:
+def write_new(
+    prog: Program, path: str | Path, *, like: "Package | str | Path | proto.Model_pb2.Model | None" = None
+) -> None:
     """:func:`save` without its checks and its staging: write ``prog`` as a new ``.mlpackage``
     folder at ``path``, which must not exist. For a caller that stages the write itself
     (:func:`~mil_passes.package.atomic.replacing`)."""
