@@ -1,12 +1,13 @@
 """``specialize``: a model with flexible inputs (``RangeDim``) fixed to the shapes given.
 
 One shape for an input fixes it: the model's function takes that shape, the shape arithmetic
-folds (``webnn::fold_shape_ops``, then dead code goes), and the description says the one shape.
-Several shapes make the input ``EnumeratedShapes`` (the first is the default): the program is
-kept, the description lists the shapes. Nothing else of the interface changes (names, types,
-other inputs, outputs, states, metadata). Apple runs a ``RangeDim`` model on the Neural Engine
-only at its default shape (developer.apple.com/forums/thread/724930) and recommends
-``EnumeratedShapes`` (coremltools' flexible-inputs guide): the cure of ``ane-range-shape``.
+folds (``webnn::fold_shape_ops``, then ``common::const_elimination`` under its guard, then dead
+code goes), and the description says the one shape. Several shapes make the input
+``EnumeratedShapes`` (the first is the default): the program is kept, the description lists the
+shapes. Nothing else of the interface changes (names, types, other inputs, outputs, states,
+metadata). Apple runs a ``RangeDim`` model on the Neural Engine only at its default shape
+(developer.apple.com/forums/thread/724930) and recommends ``EnumeratedShapes`` (coremltools'
+flexible-inputs guide): the cure of ``ane-range-shape``.
 
 Bad requests raise :class:`SpecializeError` (a :class:`PackageError`: one line, exit 2) before
 anything is written: an unknown input, a state, an input that is not flexible, a shape of the
@@ -32,8 +33,15 @@ from .io import Package, build_program, read, write_new
 from .optimize import check_paths
 
 Shape = tuple[int, ...]
-#: What runs after the inputs are fixed: the shape arithmetic folds, and what only it read goes.
-FOLDING = ("webnn::fold_shape_ops", "common::dead_code_elimination")
+#: What runs after the inputs are fixed: the shape arithmetic folds, then what it made constant
+#: (a causal mask's range_1d, fill, band_part) under const_elimination's guard, and what only
+#: they read goes.
+FOLDING = (
+    "webnn::fold_shape_ops",
+    "webnn::guard_const_elimination",
+    "common::const_elimination",
+    "common::dead_code_elimination",
+)
 
 
 class SpecializeError(PackageError):
