@@ -14,7 +14,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import types
 
-from mil_passes.ir import op_counts
+from mil_passes.ir import iter_ops, op_counts
 from mil_passes.lint import lint
 from mil_passes.passes._position_masks import numpy_position
 from mil_passes.passes.dynamic_state_update_to_mask import RuntimeStateWrite
@@ -143,10 +143,23 @@ def test_one_new_row_is_placed_by_broadcasting_without_a_matmul():
         (Write((6, 4, 3), 0, 2, (None, (1, 3), None)), [0, 4, -3]),  # a leading axis: transposed
         (Write((6, 4), 0, 0, (None, None)), [0, 5, -1]),  # a squeezed axis
         (Write((6, 4), 0, 2, (None, None), end_from_position=False), [4]),  # to the end
+        (Write((1, 2100), 1, 3, (None, None)), [0, 2048, -4]),  # too long for fp16: positions in int32
+        (Write((2100, 1), 0, 0, (None, None)), [0, 2099, -2100]),
     ],
 )
 def test_windows_of_every_kind_keep_their_bits(write, positions):
     same_steps(write, positions)
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_a_rank5_cache_is_blended_in_rank_4(rows):
+    """A [layers, 1, heads, context, dim] cache: its singleton axis merges, so the blend is rank 4."""
+    write = Write((2, 1, 2, 16, 8), 3, rows, ((1, 2), None, None, None, None))
+    same_steps(write, [0, 5, 12])
+    prog = write.build()
+    run_pass(prog, PASS)
+    blend = [op for op in iter_ops(prog) if op.op_type in ("mul", "add", "sub", "matmul") and op.outputs[0].rank == 5]
+    assert blend == [op for op in iter_ops(prog) if op.name == "doubled"]  # the program's own output op
 
 
 def test_every_layer_shares_one_mask():
@@ -172,7 +185,7 @@ def test_every_layer_shares_one_mask():
 
     run_pass(prog, PASS)
     counts = op_counts(prog)
-    assert counts["logical_and"] == 1 and counts["sub"] == 1 and "slice_update" not in counts
+    assert counts["clip"] == 2 and counts["sub"] == 3 and "slice_update" not in counts  # one mask, one 1 - m
 
 
 def test_numpy_positions():

@@ -56,6 +56,12 @@ def source_of(vector: Var, index: int) -> Bound:
     return Bound(vector, index)
 
 
+#: Positions are counted in the state's float dtype up to this size (fp16 holds every integer up
+#: to 2048; coremltools' add_fp16_cast may turn fp32 arithmetic into fp16 after the pass), so the
+#: mask is built on the Neural Engine; on longer axes they are counted in int32.
+EXACT_FLOAT_POSITIONS = 2048
+
+
 @dataclass
 class AxisMasks:
     """The masks of one run-time window on one axis of ``size`` elements (``rank`` axes in all)."""
@@ -63,10 +69,14 @@ class AxisMasks:
     size: int
     axis: int
     rank: int
-    dtype: type
+    dtype: type  # the state's: the masks' dtype
+    count: type  # what positions are counted in: ``dtype``, or int32 on an axis too long for it
     inside: Var  # 1 in the window, 0 outside, shaped (1, …, size, …, 1)
-    start: Var  # int32 (1,): the window's first position
-    stop: Var  # int32 (1,): one past its last
+    start: Var  # (1,) of ``count``: the window's first position
+    stop: Var  # (1,) of ``count``: one past its last
+
+    def value(self, number: int | np.ndarray) -> np.ndarray:
+        return np.asarray(number, types.nptype_from_builtin(self.count))
 
 
 class PositionMasks:
@@ -91,29 +101,42 @@ class PositionMasks:
     def _build(self, anchor, begin: Bound, end: Bound | int, axis, rank, size, dtype) -> AxisMasks:
         emit = self.rewriter.emit
         name = f"state_position_{axis}"
-        start = self._position(anchor, begin, size, name + "_start", squeezed=isinstance(end, int))
+        count = dtype if size <= EXACT_FLOAT_POSITIONS else types.int32
+        masks = AxisMasks(size, axis, rank, dtype, count, *([None] * 3))  # type: ignore[arg-type]
+        masks.start = self._position(anchor, masks, begin, name + "_start", squeezed=isinstance(end, int))
         if isinstance(end, int):
-            stop = emit(anchor, "add", name + "_stop", x=start, y=np.int32(end))
+            masks.stop = emit(anchor, "add", name + "_stop", x=masks.start, y=masks.value(end))
         else:
-            stop = self._position(anchor, end, size, name + "_stop", squeezed=False, missing=size)
+            masks.stop = self._position(anchor, masks, end, name + "_stop", squeezed=False, missing=size)
         shape = [1] * rank
         shape[axis] = size
-        positions = np.arange(size, dtype=np.int32).reshape(shape)
-        after_start = emit(anchor, "greater_equal", name + "_after_start", x=positions, y=start)
-        before_stop = emit(anchor, "less", name + "_before_stop", x=positions, y=stop)
-        inside = emit(anchor, "logical_and", name + "_inside", x=after_start, y=before_stop)
-        mask = emit(anchor, "cast", name + "_mask", x=inside, dtype=_dtype_name(dtype))
-        return AxisMasks(size, axis, rank, dtype, mask, start, stop)
+        positions = masks.value(np.arange(size).reshape(shape))
+        if count == types.int32:
+            after_start = emit(anchor, "greater_equal", name + "_after_start", x=positions, y=masks.start)
+            before_stop = emit(anchor, "less", name + "_before_stop", x=positions, y=masks.stop)
+            inside = emit(anchor, "logical_and", name + "_inside", x=after_start, y=before_stop)
+            masks.inside = emit(anchor, "cast", name + "_mask", x=inside, dtype=_dtype_name(dtype))
+            return masks
+        # Integers in floats: clip(p - start + 1, 0, 1) is 1 from start on, clip(stop - p, 0, 1) before stop.
+        zero, one = masks.value(0), masks.value(1)
+        from_start = emit(anchor, "sub", name + "_from_start", x=positions, y=masks.start)
+        from_start = emit(anchor, "add", name + "_from_start_1", x=from_start, y=one)
+        after_start = emit(anchor, "clip", name + "_after_start", x=from_start, alpha=zero, beta=one)
+        to_stop = emit(anchor, "sub", name + "_to_stop", x=masks.stop, y=positions)
+        before_stop = emit(anchor, "clip", name + "_before_stop", x=to_stop, alpha=zero, beta=one)
+        masks.inside = emit(anchor, "mul", name + "_mask", x=after_start, y=before_stop)
+        return masks
 
-    def _position(self, anchor, bound: Bound, size: int, name: str, *, squeezed: bool, missing: int = 0) -> Var:
-        """The bound as numpy reads it, an int32 (1,): ``missing`` for a masked bound; a negative
-        one plus ``size``; clipped to ``[0, size]`` (a squeezed index is in range or invalid)."""
-        emit = self.rewriter.emit
+    def _position(self, anchor, masks: AxisMasks, bound: Bound, name: str, *, squeezed: bool, missing: int = 0) -> Var:
+        """The bound as numpy reads it, a (1,) of ``masks.count``: ``missing`` for a masked bound;
+        a negative one plus the size; clipped to ``[0, size]`` (a squeezed index is in range or
+        invalid). Counted in fp16, a bound beyond ±2048 rounds, and is clipped the same."""
+        emit, size = self.rewriter.emit, masks.size
         if bound.vector is None:
-            return emit(anchor, "const", name, val=np.array([missing], np.int32))
+            return emit(anchor, "const", name, val=masks.value([missing]))
         if bound.vector.val is not None:  # a constant bound of a run-time window's other end
             value = int(np.asarray(bound.vector.val).reshape(-1)[max(bound.index, 0)])
-            return emit(anchor, "const", name, val=np.array([numpy_position(value, size, squeezed)], np.int32))
+            return emit(anchor, "const", name, val=masks.value([numpy_position(value, size, squeezed)]))
         if bound.index == SCALAR:
             entry = emit(anchor, "expand_dims", name + "_entry", x=bound.vector, axes=[0])
         else:
@@ -125,15 +148,15 @@ class PositionMasks:
                 begin=np.array([bound.index], np.int32),
                 end=np.array([bound.index + 1], np.int32),
             )
-        if entry.dtype != types.int32:
-            entry = emit(anchor, "cast", name + "_int32", x=entry, dtype="int32")
-        negative = emit(anchor, "less", name + "_negative", x=entry, y=np.int32(0))
-        from_end = emit(anchor, "add", name + "_from_end", x=entry, y=np.int32(size))
+        if entry.dtype != masks.count:
+            entry = emit(anchor, "cast", name + "_counted", x=entry, dtype=_dtype_name(masks.count))
+        negative = emit(anchor, "less", name + "_negative", x=entry, y=masks.value(0))
+        from_end = emit(anchor, "add", name + "_from_end", x=entry, y=masks.value(size))
         position = emit(anchor, "select", name + "_wrapped", cond=negative, a=from_end, b=entry)
         if squeezed:
             return position
-        at_least_0 = emit(anchor, "maximum", name + "_at_least_0", x=position, y=np.int32(0))
-        return emit(anchor, "minimum", name, x=at_least_0, y=np.int32(size))
+        at_least_0 = emit(anchor, "maximum", name + "_at_least_0", x=position, y=masks.value(0))
+        return emit(anchor, "minimum", name, x=at_least_0, y=masks.value(size))
 
     def inside_and_keep(self, anchor: Operation, masks: AxisMasks, constant: np.ndarray | None) -> tuple[Var, Var]:
         """The mask of a write (``masks.inside`` times ``constant``, the windows of its constant
@@ -154,16 +177,26 @@ class PositionMasks:
         if key not in self._placements:
             emit = self.rewriter.emit
             name = f"state_position_{masks.axis}_one_hot"
-            column = np.arange(masks.size, dtype=np.int32).reshape(masks.size, 1)
+            column = masks.value(np.arange(masks.size).reshape(masks.size, 1))
             offsets = emit(anchor, "sub", name + "_offsets", x=column, y=masks.start)  # (size, 1)
             if rows is None:
                 count = emit(anchor, "sub", name + "_rows", x=masks.stop, y=masks.start)
+                if masks.count != types.int32:
+                    count = emit(anchor, "cast", name + "_rows_int32", x=count, dtype="int32")
                 count = emit(anchor, "squeeze", name + "_count", x=count, axes=[0])
                 row = emit(anchor, "range_1d", name + "_row", start=np.int32(0), end=count, step=np.int32(1))
+                if masks.count != types.int32:
+                    row = emit(anchor, "cast", name + "_row_counted", x=row, dtype=_dtype_name(masks.count))
             else:
-                row = np.arange(rows, dtype=np.int32)
-            hits = emit(anchor, "equal", name + "_hits", x=offsets, y=row)
-            self._placements[key] = emit(anchor, "cast", name, x=hits, dtype=_dtype_name(masks.dtype))
+                row = masks.value(np.arange(rows))
+            if masks.count == types.int32:
+                hits = emit(anchor, "equal", name + "_hits", x=offsets, y=row)
+                self._placements[key] = emit(anchor, "cast", name, x=hits, dtype=_dtype_name(masks.dtype))
+            else:  # integers in floats: 1 - |i - start - j| is 1 where they are equal, at most 0 elsewhere
+                apart = emit(anchor, "sub", name + "_apart", x=offsets, y=row)
+                distance = emit(anchor, "abs", name + "_distance", x=apart)
+                closeness = emit(anchor, "sub", name + "_closeness", x=masks.value(1), y=distance)
+                self._placements[key] = emit(anchor, "relu", name, x=closeness)
         return self._placements[key]
 
 

@@ -1,9 +1,9 @@
 """``webnn::dynamic_state_update_to_mask``: a state written at run-time positions becomes a masked
 blend of the whole state.
 
-Lint rule: ``ane-dynamic-state-update``. Slot in ``pipeline()``: after ``fold_shape_ops`` (the
-constant entries of ``begin``/``end`` are known), before ``matmul_rank5_to_rank4`` (which merges
-the batch axes of the one-hot matmul it makes).
+Lint rule: ``ane-dynamic-state-update``. Slot in ``pipeline()``: after ``remove_redundant_ops``
+(the layers' copies of the run-time offset are one var by then, so one mask serves them all),
+before ``add_fp16_cast``; ``matmul_rank5_to_rank4`` runs again after it.
 
 Given (a KV cache written at the run-time position ``%pos``, as coremltools converts
 ``k_cache[:, :, pos:pos + T, :] = k``)::
@@ -17,16 +17,20 @@ Given (a KV cache written at the run-time position ``%pos``, as coremltools conv
 Result (the mask and the one-hot placement built once per block for each run-time offset, and
 shared by every layer that writes there)::
 
-    %start = minimum(maximum(select(less(%pos, 0), %pos + 16, %pos), 0), 16)    # numpy's reading
-    %stop = ... the same of %pos_end ...
-    %m = cast(logical_and(greater_equal(arange(16), %start), less(arange(16), %stop)), "fp16")
+    %start = minimum(maximum(select(less(%p, 0), %p + 16, %p), 0), 16)  # numpy's reading,
+    %stop = ... the same of %pos_end ...                  # %p = cast(%pos, "fp16"): exact to 2048
+    %m = mul(clip(arange(16) - %start + 1, 0, 1), clip(%stop - arange(16), 0, 1))   # (1, 1, 16, 1)
     %keep = sub(x=1, y=%m)                                                       # (1, 1, 16, 1)
-    %P = cast(equal(arange(16)[:, None] - %start, arange(T)), "fp16")            # (16, T) one-hot
+    %P = relu(1 - abs(arange(16)[:, None] - %start - arange(T)))                 # (16, T) one-hot
     %placed = matmul(x=%P, y=%k)                                                 # (1, 2, 16, 8)
     %written = add(x=mul(x=%cache, y=%keep), y=mul(x=%placed, y=%m))
     %new = coreml_update_state(state=%k_cache, value=%written)
 
-One new row (``T`` = 1, a decode step) is placed by broadcasting, without the matmul. Axes written
+Positions are counted in the state's dtype (fp16 holds every integer up to 2048), so the mask is
+built by ops the Neural Engine runs; on an axis longer than 2048 they are counted in int32
+(comparisons, ``logical_and``, a cast). One new row (``T`` = 1, a decode step) is placed by
+broadcasting, without the matmul; the matmul's batch axes are merged to rank 3. A rank-5 state
+is blended in rank 4 (a singleton axis merged into its neighbour, reshaped back). Axes written
 at constant positions narrower than the state (the layer of a ``[layers, …]`` cache) multiply
 the mask by a constant one; their rows are padded with zeros (or broadcast, a single row).
 
@@ -178,35 +182,82 @@ class RuntimeStateWrite(RewritePattern[Write]):
     def rewrite(self, op: Operation, match: Write, rewriter: Rewriter) -> None:
         if self._masks is None or self._masks.rewriter is not rewriter:
             self._masks = PositionMasks(rewriter)
-        out, shape, rank = op.outputs[0], tuple(int(d) for d in op.x.shape), len(op.x.shape)
-        dtype = op.x.dtype
-        masks = self._masks.window(op, match.begin, match.end, match.axis, rank, shape[match.axis], dtype)
+        out, shape, dtype = op.outputs[0], tuple(int(d) for d in op.x.shape), op.x.dtype
         update = op.update
         if match.squeezed:
             update = rewriter.emit(op, "expand_dims", f"{out.name}_update", x=update, axes=list(match.squeezed))
         padding = _padding(match.windows, shape)
         if padding is not None:
             update = rewriter.emit(op, "pad", f"{out.name}_padded", x=update, pad=padding, mode="constant")
+        merge = _singleton_merge(shape, update.shape, match.axis)
+        blend_shape = shape if merge is None else _merged(shape, merge)
+        axis = match.axis if merge is None or match.axis <= merge else match.axis - 1
+        masks = self._masks.window(op, match.begin, match.end, axis, len(blend_shape), shape[match.axis], dtype)
         placed = update if match.rows == 1 else self._placed(op, update, masks, match, rewriter)
-        mask, keep = self._masks.inside_and_keep(op, masks, _constant_mask(match.windows, shape, dtype))
-        kept = rewriter.emit(op, "mul", f"{out.name}_kept", x=op.x, y=keep)
+        constant = _constant_mask(match.windows, shape, dtype)
+        state = op.x
+        if merge is not None:  # the blend in rank 4: a singleton axis merged into its neighbour
+            constant = None if constant is None else constant.reshape(_merged(constant.shape, merge))
+            state = rewriter.emit(op, "reshape", f"{out.name}_rank4", x=state, shape=np.array(blend_shape, np.int32))
+            target = np.array(_merged(tuple(int(d) for d in placed.shape), merge), np.int32)
+            placed = rewriter.emit(op, "reshape", f"{out.name}_placed_rank4", x=placed, shape=target)
+        mask, keep = self._masks.inside_and_keep(op, masks, constant)
+        kept = rewriter.emit(op, "mul", f"{out.name}_kept", x=state, y=keep)
         written = rewriter.emit(op, "mul", f"{out.name}_written", x=placed, y=mask)
-        rewriter.replace(out, rewriter.emit(op, "add", out.name, x=kept, y=written))
+        blend_name = out.name if merge is None else f"{out.name}_blend"
+        result = rewriter.emit(op, "add", blend_name, x=kept, y=written)
+        if merge is not None:
+            result = rewriter.emit(op, "reshape", out.name, x=result, shape=np.array(shape, np.int32))
+        rewriter.replace(out, result)
 
     def _placed(self, op: Operation, update, masks, match: Write, rewriter: Rewriter):
-        """The update's rows at their run-time positions along the axis: a one-hot matmul."""
+        """The update's rows at their run-time positions along the axis: a one-hot matmul, on the
+        last two axes (the written axis moved next to last unless it is last), its batch axes
+        merged into one where the tensor has more than 4 (the Neural Engine's matmul takes rank 4)."""
         assert self._masks is not None
         one_hot = self._masks.one_hot(op, masks, match.rows)
-        rank, axis, name = masks.rank, match.axis, f"{op.outputs[0].name}_placed"
-        if axis == rank - 1:
-            return rewriter.emit(op, "matmul", name, x=update, y=one_hot, transpose_y=True)
-        if axis == rank - 2:
-            return rewriter.emit(op, "matmul", name, x=one_hot, y=update)
-        perm = list(range(rank))
-        perm[axis], perm[rank - 2] = rank - 2, axis
-        moved = rewriter.emit(op, "transpose", f"{name}_moved", x=update, perm=perm)
-        product = rewriter.emit(op, "matmul", f"{name}_rows", x=one_hot, y=moved)
-        return rewriter.emit(op, "transpose", name, x=product, perm=perm)
+        rank, axis, name = len(op.x.shape), match.axis, f"{op.outputs[0].name}_placed"
+        perm = None
+        if axis < rank - 2:
+            perm = list(range(rank))
+            perm[axis], perm[rank - 2] = rank - 2, axis
+            update = rewriter.emit(op, "transpose", f"{name}_moved", x=update, perm=perm)
+        last = axis == rank - 1
+        lead, rows_at = tuple(update.shape[:-2]), rank - 1 if last else rank - 2
+        other = update.shape[rank - 2 if last else rank - 1]
+        merged = rank > 4 and not any_symbolic(lead) and not is_symbolic(other)
+        if merged:
+            target = [
+                int(np.prod(lead)),
+                *(-1 if i == rows_at else int(d) for i, d in enumerate(update.shape) if i >= rank - 2),
+            ]
+            update = rewriter.emit(op, "reshape", f"{name}_batched", x=update, shape=np.array(target, np.int32))
+        if last:
+            product = rewriter.emit(op, "matmul", f"{name}_rows", x=update, y=one_hot, transpose_y=True)
+        else:
+            product = rewriter.emit(op, "matmul", f"{name}_rows", x=one_hot, y=update)
+        if merged:
+            tail = (int(other), masks.size) if last else (masks.size, int(other))
+            product = rewriter.emit(
+                op, "reshape", f"{name}_unbatched", x=product, shape=np.array([*map(int, lead), *tail], np.int32)
+            )
+        if perm is not None:
+            product = rewriter.emit(op, "transpose", name, x=product, perm=perm)
+        return product
+
+
+def _singleton_merge(shape: tuple[int, ...], update_shape, axis: int) -> int | None:
+    """For a rank-5 state: an axis ``i`` such that axes ``i`` and ``i + 1`` merge exactly (one of
+    them has size 1, so every operand of the blend broadcasts the same at rank 4), or None. The
+    update's sizes must be static (it is reshaped), but for the rows it writes on ``axis``."""
+    if len(shape) != 5 or any(is_symbolic(d) for i, d in enumerate(update_shape) if i != axis):
+        return None
+    return next((i for i in range(4) if 1 in (shape[i], shape[i + 1])), None)
+
+
+def _merged(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+    """``shape`` with axes ``axis`` and ``axis + 1`` merged into one."""
+    return (*shape[:axis], shape[axis] * shape[axis + 1], *shape[axis + 2 :])
 
 
 def _padding(windows, shape) -> np.ndarray | None:
