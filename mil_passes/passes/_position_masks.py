@@ -75,8 +75,8 @@ class AxisMasks:
     start: Var  # (1,) of ``count``: the window's first position
     stop: Var  # (1,) of ``count``: one past its last
 
-    def value(self, number: int | np.ndarray) -> np.ndarray:
-        return np.asarray(number, types.nptype_from_builtin(self.count))
+    def value(self, number: int | list[int] | np.ndarray) -> np.ndarray:
+        return _counted(self.count, number)
 
 
 class PositionMasks:
@@ -102,41 +102,40 @@ class PositionMasks:
         emit = self.rewriter.emit
         name = f"state_position_{axis}"
         count = dtype if size <= EXACT_FLOAT_POSITIONS else types.int32
-        masks = AxisMasks(size, axis, rank, dtype, count, *([None] * 3))  # type: ignore[arg-type]
-        masks.start = self._position(anchor, masks, begin, name + "_start", squeezed=isinstance(end, int))
+        start = self._position(anchor, begin, size, count, name + "_start", squeezed=isinstance(end, int))
         if isinstance(end, int):
-            masks.stop = emit(anchor, "add", name + "_stop", x=masks.start, y=masks.value(end))
+            stop = emit(anchor, "add", name + "_stop", x=start, y=_counted(count, end))
         else:
-            masks.stop = self._position(anchor, masks, end, name + "_stop", squeezed=False, missing=size)
+            stop = self._position(anchor, end, size, count, name + "_stop", squeezed=False, missing=size)
         shape = [1] * rank
         shape[axis] = size
-        positions = masks.value(np.arange(size).reshape(shape))
+        positions = _counted(count, np.arange(size).reshape(shape))
         if count == types.int32:
-            after_start = emit(anchor, "greater_equal", name + "_after_start", x=positions, y=masks.start)
-            before_stop = emit(anchor, "less", name + "_before_stop", x=positions, y=masks.stop)
+            after_start = emit(anchor, "greater_equal", name + "_after_start", x=positions, y=start)
+            before_stop = emit(anchor, "less", name + "_before_stop", x=positions, y=stop)
             inside = emit(anchor, "logical_and", name + "_inside", x=after_start, y=before_stop)
-            masks.inside = emit(anchor, "cast", name + "_mask", x=inside, dtype=_dtype_name(dtype))
-            return masks
+            mask = emit(anchor, "cast", name + "_mask", x=inside, dtype=_dtype_name(dtype))
+            return AxisMasks(size, axis, rank, dtype, count, mask, start, stop)
         # Integers in floats: clip(p - start + 1, 0, 1) is 1 from start on, clip(stop - p, 0, 1) before stop.
-        zero, one = masks.value(0), masks.value(1)
-        from_start = emit(anchor, "sub", name + "_from_start", x=positions, y=masks.start)
+        zero, one = _counted(count, 0), _counted(count, 1)
+        from_start = emit(anchor, "sub", name + "_from_start", x=positions, y=start)
         from_start = emit(anchor, "add", name + "_from_start_1", x=from_start, y=one)
         after_start = emit(anchor, "clip", name + "_after_start", x=from_start, alpha=zero, beta=one)
-        to_stop = emit(anchor, "sub", name + "_to_stop", x=masks.stop, y=positions)
+        to_stop = emit(anchor, "sub", name + "_to_stop", x=stop, y=positions)
         before_stop = emit(anchor, "clip", name + "_before_stop", x=to_stop, alpha=zero, beta=one)
-        masks.inside = emit(anchor, "mul", name + "_mask", x=after_start, y=before_stop)
-        return masks
+        mask = emit(anchor, "mul", name + "_mask", x=after_start, y=before_stop)
+        return AxisMasks(size, axis, rank, dtype, count, mask, start, stop)
 
-    def _position(self, anchor, masks: AxisMasks, bound: Bound, name: str, *, squeezed: bool, missing: int = 0) -> Var:
-        """The bound as numpy reads it, a (1,) of ``masks.count``: ``missing`` for a masked bound;
-        a negative one plus the size; clipped to ``[0, size]`` (a squeezed index is in range or
+    def _position(self, anchor, bound: Bound, size: int, count, name: str, *, squeezed: bool, missing: int = 0) -> Var:
+        """The bound as numpy reads it, a (1,) of ``count``: ``missing`` for a masked bound; a
+        negative one plus ``size``; clipped to ``[0, size]`` (a squeezed index is in range or
         invalid). Counted in fp16, a bound beyond ±2048 rounds, and is clipped the same."""
-        emit, size = self.rewriter.emit, masks.size
+        emit = self.rewriter.emit
         if bound.vector is None:
-            return emit(anchor, "const", name, val=masks.value([missing]))
+            return emit(anchor, "const", name, val=_counted(count, [missing]))
         if bound.vector.val is not None:  # a constant bound of a run-time window's other end
             value = int(np.asarray(bound.vector.val).reshape(-1)[max(bound.index, 0)])
-            return emit(anchor, "const", name, val=masks.value([numpy_position(value, size, squeezed)]))
+            return emit(anchor, "const", name, val=_counted(count, [numpy_position(value, size, squeezed)]))
         if bound.index == SCALAR:
             entry = emit(anchor, "expand_dims", name + "_entry", x=bound.vector, axes=[0])
         else:
@@ -148,15 +147,15 @@ class PositionMasks:
                 begin=np.array([bound.index], np.int32),
                 end=np.array([bound.index + 1], np.int32),
             )
-        if entry.dtype != masks.count:
-            entry = emit(anchor, "cast", name + "_counted", x=entry, dtype=_dtype_name(masks.count))
-        negative = emit(anchor, "less", name + "_negative", x=entry, y=masks.value(0))
-        from_end = emit(anchor, "add", name + "_from_end", x=entry, y=masks.value(size))
+        if entry.dtype != count:
+            entry = emit(anchor, "cast", name + "_counted", x=entry, dtype=_dtype_name(count))
+        negative = emit(anchor, "less", name + "_negative", x=entry, y=_counted(count, 0))
+        from_end = emit(anchor, "add", name + "_from_end", x=entry, y=_counted(count, size))
         position = emit(anchor, "select", name + "_wrapped", cond=negative, a=from_end, b=entry)
         if squeezed:
             return position
-        at_least_0 = emit(anchor, "maximum", name + "_at_least_0", x=position, y=masks.value(0))
-        return emit(anchor, "minimum", name, x=at_least_0, y=masks.value(size))
+        at_least_0 = emit(anchor, "maximum", name + "_at_least_0", x=position, y=_counted(count, 0))
+        return emit(anchor, "minimum", name, x=at_least_0, y=_counted(count, size))
 
     def inside_and_keep(self, anchor: Operation, masks: AxisMasks, constant: np.ndarray | None) -> tuple[Var, Var]:
         """The mask of a write (``masks.inside`` times ``constant``, the windows of its constant
@@ -204,6 +203,11 @@ def numpy_position(bound: int, size: int, squeezed: bool) -> int:
     """A constant bound as numpy reads it on an axis of ``size`` (see the module's docstring)."""
     position = bound + size if bound < 0 else bound
     return position if squeezed else min(max(position, 0), size)
+
+
+def _counted(count, number) -> np.ndarray:
+    """``number`` as an array of the dtype positions are counted in."""
+    return np.asarray(number, types.nptype_from_builtin(count))
 
 
 def _dtype_name(dtype) -> str:
