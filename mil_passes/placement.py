@@ -35,6 +35,9 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
     ("webnn::topk_to_argmax", "common::remove_symbolic_reshape"),
     # Needs static shapes: after fold_shape_ops; its reshapes are merged by merge_consecutive_reshapes.
     ("webnn::matmul_rank5_to_rank4", "common::remove_symbolic_reshape"),
+    # Needs static shapes: after fold_shape_ops; before merge_consecutive_reshapes, which joins one op's
+    # reshape back to rank 5 with the next op's reshape to rank 4, so a chain stays in rank 4.
+    ("webnn::elementwise_rank5_to_rank4", "common::remove_symbolic_reshape"),
     # Again: removing a window can bring a condition next to what canonicalizes it, as in
     # logical_not(slice(concat(logical_not(x), c))) (found by the fuzzer, as above).
     ("webnn::canonicalize_uint8_select", "common::remove_symbolic_reshape"),

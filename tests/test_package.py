@@ -26,6 +26,7 @@ EXPECTED = (
     "webnn::gather_to_slice",
     "webnn::topk_to_argmax",
     "webnn::matmul_rank5_to_rank4",
+    "webnn::elementwise_rank5_to_rank4",
     "webnn::dynamic_state_update_to_mask",
 )
 #: Every run of the package's passes in a pipeline, in order (see PLACEMENT): fold_shape_ops and
@@ -34,7 +35,7 @@ EXPECTED = (
 RUNS = (
     *EXPECTED[:4],
     "webnn::fold_shape_ops",
-    *EXPECTED[4:8],
+    *EXPECTED[4:9],
     "webnn::canonicalize_uint8_select",
     # after remove_redundant_ops, the matmul merged again; then fold_shape_ops after add_fp16_cast
     "webnn::dynamic_state_update_to_mask",

@@ -37,6 +37,10 @@ PASSES: tuple[tuple[str, str], ...] = (
         "Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes.",
     ),
     (
+        "webnn::elementwise_rank5_to_rank4",
+        "Rewrite every elementwise op on rank-5 tensors as a rank-4 one between reshapes.",
+    ),
+    (
         "webnn::dynamic_state_update_to_mask",
         "Rewrite every state written at run-time positions as a masked blend of the whole state.",
     ),

@@ -86,6 +86,14 @@ RULES: dict[str, Rule] = {
             "exact at fp32 for finite `v`; converted at fp16 (coremltools' default), the mask above is NaN",
         ),
         Rule(
+            "rank5-elementwise",
+            "info",
+            "an elementwise op whose output has rank 5, where two adjacent axes merge exactly",
+            "webnn::elementwise_rank5_to_rank4",
+            "FluidAudio's published Neural Engine plan for PocketTTS (`Documentation/ANE_Candidates.md`) turns "
+            "rank-5 tensors into rank-4 ones: a stage went from 0% to 100% on the Neural Engine, bit-identical",
+        ),
+        Rule(
             "duplicate-name",
             "error",
             "a name defined again where an earlier definition is visible",
