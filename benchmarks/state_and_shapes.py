@@ -3,11 +3,11 @@ flexible-sequence models before and after ``mil-passes specialize``.
 
     .venv/bin/python benchmarks/state_and_shapes.py [--layers N]
 
-1. The stateful decoder of ``mil_passes/testing/models/llama.py`` (``--layers``, default 4; tiny
-   widths, random weights), converted under DEFAULT and ``mil_passes.pipeline()``: the run-time state
-   writes left (``slice_update`` ops), lint's predicted placement (ops off the Neural Engine,
-   segments), and whether a prompt and 5 decode steps give DEFAULT's bits (logits and caches) on
-   the reference interpreter.
+1. The stateful decoder of ``mil_passes/testing/models/llama.py`` (``--layers``, default 4; hidden
+   128, heads of 32, a context of 32, random weights), converted under DEFAULT and
+   ``mil_passes.pipeline()``: the run-time state writes left (``slice_update`` ops), lint's
+   predicted placement (ops off the Neural Engine, segments), and whether a prompt and 5 decode
+   steps give DEFAULT's bits (logits and caches) on the reference interpreter.
 2. The flexible-sequence models (GPT-2 with a ``RangeDim`` sequence, the decoder's two ``RangeDim``
    inputs), converted under DEFAULT at fp16, before and after ``specialize`` to one shape, and to
    two ``EnumeratedShapes``: ops (without consts), ``shape`` ops, off the Neural Engine, segments.
@@ -18,6 +18,7 @@ Prints Markdown tables; the placement figures are those of today's lint.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import tempfile
 from pathlib import Path
@@ -49,7 +50,8 @@ def stateful_rows(layers: int, folder: Path) -> list[str]:
     import mil_passes
     from mil_passes.testing.models import llama
 
-    shape = llama.TINY.with_layers(layers)
+    # heads of 32 elements: the tiny shape's 8-wide caches would be off the Neural Engine for their width alone
+    shape = dataclasses.replace(llama.TINY, hidden=128, intermediate=128, layers=layers, context=32)
     module = llama.build(shape)
     feeds = llama.decode_feeds(shape, prompt=4, steps=5)
     rows, steps = [], {}
