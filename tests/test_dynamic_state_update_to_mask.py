@@ -216,6 +216,7 @@ def refusal(shape=(1, 8, 4), dtype=FP16, stride=None, second_runtime=False):
 def test_refusals_say_why():
     assert "strided write" in refusal(shape=(1, 16, 4), stride=[1, 2, 1]).reason
     assert "axes 1 and 2" in refusal(second_runtime=True).reason
+    assert "integer state" in refusal(dtype=types.int32).reason
 
 
 def test_a_tensor_that_is_no_state_is_not_a_candidate():
