@@ -81,6 +81,8 @@ class PassDeclaration:
     slots: tuple[Slot, ...] = ()
     replaces: Replacement | None = None
     rules: tuple[LintRule, ...] = ()
+    #: Neural Engine placement rules (``lint/placement``) whose op the pass rewrites exactly where it matches.
+    fixes: tuple[str, ...] = ()
 
     @property
     def full_name(self) -> str:
@@ -146,3 +148,9 @@ def pipeline_order(declarations: tuple[PassDeclaration, ...]) -> tuple[tuple[str
 def pass_names(declarations: tuple[PassDeclaration, ...]) -> tuple[str, ...]:
     """The scheduled passes, each once, in the order of their first run."""
     return tuple(dict.fromkeys(name for name, _ in pipeline_order(declarations)))
+
+
+@functools.cache
+def fixing_passes() -> dict[str, str]:
+    """Each Neural Engine placement rule a pass declares it fixes (``fixes``) → that pass's registry name."""
+    return {rule: d.full_name for d in declared() for rule in d.fixes}

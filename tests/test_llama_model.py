@@ -84,3 +84,23 @@ def test_lint_of_a_decoder_reads_in_a_few_lines_whatever_its_depth(converted, tm
     assert len(deep) == len(texts[2]) <= 25, "\n".join(deep)
     assert all(len(line) <= 200 for line in deep), max(deep, key=len)
     assert any(line.startswith("placement on every chip from M1/A14: ") for line in deep), "\n".join(deep)
+
+
+def test_pipeline_leaves_no_run_time_state_write_and_decodes_as_default_bit_for_bit(converted):
+    """webnn::dynamic_state_update_to_mask in pipeline(): the prompt and decode steps keep every
+    bit of DEFAULT's logits and caches."""
+    import mil_passes
+    from mil_passes.ir import op_counts
+    from mil_passes.reference.state import evaluate_steps
+
+    module, default = converted
+    optimized = llama.convert(module, llama.TINY, pass_pipeline=mil_passes.pipeline())
+    assert "slice_update" not in op_counts(optimized._mil_program)
+    feeds = llama.decode_feeds(llama.TINY, prompt=4, steps=3)
+    (want_out, want_states), (got_out, got_states) = (
+        evaluate_steps(mlmodel._mil_program, feeds) for mlmodel in (default, optimized)
+    )
+    for want, got in zip([*want_out, *want_states], [*got_out, *got_states]):
+        assert list(want) == list(got)
+        for name in want:
+            assert want[name].view(np.uint16).tolist() == got[name].view(np.uint16).tolist(), name

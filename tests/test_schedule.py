@@ -1,5 +1,5 @@
-"""The schedule: ``mil_passes.pipeline()`` lists exactly the passes it listed before the passes declared
-their own slots (tests/fixtures/pipeline_passes.json, written from the hand-kept table they replaced)."""
+"""The schedule: ``mil_passes.pipeline()`` lists exactly the pinned passes (tests/fixtures/pipeline_passes.json,
+first written from the hand-kept table the declarations replaced; a pass's new slot is added to it by hand)."""
 
 import json
 from pathlib import Path

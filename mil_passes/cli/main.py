@@ -568,6 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(run=_demo)
 
+    from .specialize import add_specialize  # the specialize command (cli/specialize.py)
+
+    add_specialize(commands, _command)
     for command in (lint, optimize):
         _add_rule_options(command)
     for command in (lint, optimize, verify):

@@ -79,6 +79,7 @@ __all__ = [
     "copy_program",
     "write_new",
     "write_pipeline",
+    "build_program",
 ]
 
 ARRAY_DTYPES = {"fp32": "FLOAT32", "fp16": "FLOAT16", "int32": "INT32", "fp64": "DOUBLE", "int8": "INT8"}
@@ -171,6 +172,15 @@ def load(path: str | Path) -> Program:
     if package.stages:
         raise PackageError(f"{path}: a {package.kind} model holds a program per stage; read(path).stages has them")
     return package.program
+
+
+def build_program(spec, like: Package) -> Program:
+    """The Program of ``spec``, a protobuf edited from ``like``'s (read with ``like``'s weights)."""
+    if like.files is None:
+        raise ValueError("the package was not read from disk: its weights are unknown")
+    program = _program_of(spec, like.files.weights_dir, like.path)
+    repair_types(program)
+    return program
 
 
 def _program_of(spec, weights_dir: str | Path, label: str | Path) -> Program:
@@ -270,7 +280,9 @@ def save(
     return path
 
 
-def write_new(prog: Program, path: str | Path, *, like: Package | str | Path | None = None) -> None:
+def write_new(
+    prog: Program, path: str | Path, *, like: "Package | str | Path | proto.Model_pb2.Model | None" = None
+) -> None:
     """:func:`save` without its checks and its staging: write ``prog`` as a new ``.mlpackage``
     folder at ``path``, which must not exist. For a caller that stages the write itself
     (:func:`~mil_passes.package.atomic.replacing`)."""

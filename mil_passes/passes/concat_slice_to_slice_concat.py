@@ -65,6 +65,7 @@ DECLARATION = PassDeclaration(
             "`CausalConv1D.update_cache` writes it",
         ),
     ),
+    fixes=("ane-refused-slice-of-concat",),
 )
 
 

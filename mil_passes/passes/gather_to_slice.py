@@ -43,6 +43,7 @@ DECLARATION = PassDeclaration(
             "gathers of shape vectors whole",
         ),
     ),
+    fixes=("ane-gather",),
 )
 
 MAX_RUNS = 4

@@ -42,7 +42,14 @@ DECLARATION = PassDeclaration(
             "common::remove_symbolic_reshape",
             "needs static shapes: after fold_shape_ops; merge_consecutive_reshapes then merges its reshapes",
         ),
+        Slot(
+            106,
+            "common::dedup_op_and_var_names",
+            "again: the one-hot matmul dynamic_state_update_to_mask builds for several new rows has the cache's rank "
+            "(5 for a [layers, ...] cache)",
+        ),
     ),
+    fixes=("ane-rank5-matmul",),
 )
 
 

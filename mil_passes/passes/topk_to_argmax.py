@@ -31,6 +31,7 @@ DECLARATION = PassDeclaration(
     name="topk_to_argmax",
     summary="Rewrite every descending k=1 topk read for its index alone as a reduce_argmax.",
     slots=(Slot(80, "common::remove_symbolic_reshape", "a topk's k is a constant after const_elimination"),),
+    fixes=("ane-topk-sort",),
 )
 
 

@@ -123,7 +123,6 @@ OP_RULES: tuple[PlacementRule, ...] = (
         "merge the batch axes: a rank-4 batched matmul between reshapes",
         checks.rank5_matmul,
         op_types=("matmul", "linear"),
-        fix_pass="webnn::matmul_rank5_to_rank4",
         chips="M1 measured; others unknown",
     ),
     PlacementRule(
@@ -145,7 +144,6 @@ OP_RULES: tuple[PlacementRule, ...] = (
         checks.gather,
         op_types=("gather", "gather_along_axis", "gather_nd"),
         severity_override="warning",  # ane-guide measures gather native on the private path
-        fix_pass="webnn::gather_to_slice",
         chips="M3 Pro measured",
     ),
     PlacementRule(
@@ -163,7 +161,6 @@ OP_RULES: tuple[PlacementRule, ...] = (
         "take topk on the host after the model; a k=1 topk read for its indices is a reduce_argmax",
         checks.any_op,
         op_types=("topk", "argsort"),
-        fix_pass="webnn::topk_to_argmax",
         chips="M3 Pro, A19 Pro measured",
     ),
     PlacementRule(

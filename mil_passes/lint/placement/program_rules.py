@@ -221,7 +221,6 @@ MODEL_RULES: tuple[PlacementRule, ...] = (
         ),
         "cut the window out of the concat's inputs instead",
         refused_windows,
-        fix_pass="webnn::concat_slice_to_slice_concat",
         on_program=True,
         says="the Neural Engine compiler refuses this and Core ML runs the whole model on the CPU",
         chips="M2 Pro measured",

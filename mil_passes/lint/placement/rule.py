@@ -19,6 +19,7 @@ from typing import Any, Callable, Union
 
 from coremltools.converters.mil.mil import Operation
 
+from ...declaration import fixing_passes
 from ..chips import ALL
 
 #: What follows when a rule holds.
@@ -126,11 +127,16 @@ class PlacementRule:
     check: Callable[..., Any]
     op_types: tuple[str, ...] | None = None  # None: every non-const op
     severity_override: str | None = None
-    fix_pass: str | None = None  # a webnn:: pass that rewrites it exactly where its pattern matches
     on_program: bool = False
     says: str = ""  # what follows, in the finding's words (default: the consequence's)
     chips: str = "every chip"  # the chips it holds on, for the docs (the check says it per op)
     reported: bool = True  # False: it shows in the placement (its summary line) only, not as a finding
+
+    @property
+    def fix_pass(self) -> str | None:
+        """The webnn:: pass that rewrites it exactly where its pattern matches: the pass whose
+        declaration names this rule among its ``fixes``."""
+        return fixing_passes().get(self.id)
 
     @property
     def outcome(self) -> str:

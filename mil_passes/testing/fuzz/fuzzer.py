@@ -83,7 +83,7 @@ from .lint_contract import check_lint_contract
 from .minimize import minimize
 from ..programs.recipe import program_text
 from ..plants.default import plants_for
-from ..plants.states import check_stateful, stateful_programs
+from ..plants.states import STATE_PASSES, check_stateful, stateful_programs
 from ..programs import seed_draws
 from .reproducer import write_reproducer
 from ..strategies import NAME_POOL, DrawnProgram, programs
@@ -292,11 +292,11 @@ def culprit_error(pass_name: str, status: str, kind: str = MISCOMPILE) -> type[A
 
 
 def strategy_for(name: str) -> SearchStrategy:
-    """The programs a target is fuzzed on: ``states:`` targets get stateful programs; the
-    package's targets get ``programs()``; coremltools' passes and pipelines get DEFAULT's plants
-    too (:func:`~.default_plants.plants_for`), with unique names unless the target renames
-    duplicates."""
-    if name.startswith(STATES_PREFIX):
+    """The programs a target is fuzzed on: ``states:`` targets and the passes of ``STATE_PASSES``
+    get stateful programs; the package's targets get ``programs()``; coremltools' passes and
+    pipelines get DEFAULT's plants too (:func:`~.default_plants.plants_for`), with unique names
+    unless the target renames duplicates."""
+    if _stateful(name):
         return stateful_programs()
     if is_package_target(name):
         return programs()
@@ -305,9 +305,14 @@ def strategy_for(name: str) -> SearchStrategy:
     return programs(plant=plants_for(pass_name, not duplicates), name_pool=NAME_POOL if duplicates else None)
 
 
+def _stateful(name: str) -> bool:
+    """A ``states:`` target, or a pass of the package that only a state gives work."""
+    return name.startswith(STATES_PREFIX) or name.split("::")[-1] in STATE_PASSES
+
+
 def checker(name: str) -> Callable[[Any, Target], bool]:
     """How the target called ``name`` is checked."""
-    if name.startswith(STATES_PREFIX):
+    if _stateful(name):
         return check_stateful
     return check_drawn if is_package_target(name) else check_verified
 

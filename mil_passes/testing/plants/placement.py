@@ -1,13 +1,13 @@
 """Plants of the Neural Engine rewrites: a gather by constant indices, a k=1 topk read for its
-index, a rank-5 matmul — each with the look-alikes its pass must leave (run-time indices, too many
-runs, values read, broadcast batch axes)."""
+index, a rank-5 matmul, a rank-5 elementwise op — each with the look-alikes its pass must leave
+(run-time indices, too many runs, values read, broadcast batch axes)."""
 
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import strategies as st
 
-from ...passes import gather_to_slice, matmul_rank5_to_rank4, topk_to_argmax
+from ...passes import elementwise_rank5_to_rank4, gather_to_slice, matmul_rank5_to_rank4, topk_to_argmax
 from ..programs.grower import NUMERIC, SMALL_INT, Grower, dtype_of, is_static, numel, shape_of
 from ..programs.recipe import DTYPES, Ref
 
@@ -110,8 +110,36 @@ def plant_rank5_matmul(g: Grower) -> list[Ref]:
     return g.emit("matmul", {"x": x, "y": y, **flags})
 
 
+def plant_rank5_elementwise(g: Grower) -> list[Ref]:
+    """An elementwise op on rank-5 tensors: operands of the output's shape, broadcast whole over the
+    leading axes, of rank 3, a scalar; now and then one broadcast across every pair of axes (left)."""
+    dtype = g.choose(FLOATS)
+    out = tuple(g.draw(st.integers(1, 3)) for _ in range(5))
+    form = g.choose(("equal", "leading", "rank3", "scalar", "crossed"))
+    if form == "crossed":  # no two adjacent axes merge: every size > 1, the operand 1 on every other axis
+        out = tuple(max(d, 2) for d in out)
+    y_shape = {
+        "equal": out,
+        "leading": (1, 1, *out[2:]),
+        "rank3": out[2:],
+        "scalar": (),
+        "crossed": (out[0], 1, out[2], 1, out[4]),
+    }[form]
+    x = g.emit("identity", {"x": _seeded(g, dtype, out)})[0]
+    y_value = _seeded(g, dtype, y_shape)
+    y = y_value if form == "scalar" or g.draw(st.booleans()) else g.emit("identity", {"x": y_value})[0]
+    op_type = g.choose(("add", "mul", "sub", "maximum", "relu", "select"))
+    if op_type == "relu":
+        return g.emit("relu", {"x": g.emit("add", {"x": x, "y": y})[0]})
+    if op_type == "select":
+        cond = g.emit("greater", {"x": x, "y": g.const(dtype, ())})[0]
+        return g.emit("select", {"cond": cond, "a": x, "b": y})
+    return g.emit(op_type, {"x": x, "y": y})
+
+
 PLACEMENT_PLANTS = {
     gather_to_slice.DECLARATION.name: plant_constant_gather,
     topk_to_argmax.DECLARATION.name: plant_top_index,
     matmul_rank5_to_rank4.DECLARATION.name: plant_rank5_matmul,
+    elementwise_rank5_to_rank4.DECLARATION.name: plant_rank5_elementwise,
 }

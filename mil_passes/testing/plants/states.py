@@ -45,9 +45,13 @@ __all__ = [
     "stateful_programs",
     "check_stateful",
     "KINDS",
+    "STATE_PASSES",
 ]
 
 KINDS = ("window", "position", "cond", "loop")
+#: The package's passes whose pattern needs a state: ``programs()`` draws none, so the fuzzer
+#: gives them these stateful programs (the ``position`` plant is their planted form).
+STATE_PASSES: tuple[str, ...] = ("dynamic_state_update_to_mask",)
 _EXTRA_INPUT = {"position": "position", "cond": "flag", "loop": "count"}  # a plant's input beside x
 
 
