@@ -60,7 +60,7 @@ def split_time(prog, repeats: int) -> tuple[float, float]:
     from mil_passes.lint.dims import DimNames
     from mil_passes.lint.dry_run import pass_findings
     from mil_passes.lint.placement import assess
-    from mil_passes.placement import PASS_NAMES
+    from mil_passes.schedule import PASS_NAMES
 
     words = DimNames.of_program(prog)
     dry, placed = [], []

@@ -19,7 +19,7 @@ from mil_passes.lint import lint
 from mil_passes.passes._position_masks import numpy_position
 from mil_passes.passes.dynamic_state_update_to_mask import RuntimeStateWrite
 from mil_passes.reference.state import evaluate_steps
-from mil_passes.testing import run_pass
+from mil_passes.runner import run_pass
 from mil_passes.testing.plants.states import StatefulProgram, check_stateful, state_plants
 from pass_helpers import only_op
 
