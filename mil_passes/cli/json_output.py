@@ -163,17 +163,7 @@ def verify_json(verification: Verification) -> dict:
                 "ops_before": row.ops_before,
                 "ops_after": row.ops_after,
                 "status": row.status,
-                "outputs": {
-                    name: {
-                        "dtype_before": change.dtype_before,
-                        "dtype_after": change.dtype_after,
-                        "shape_before": change.shape_before,
-                        "shape_after": change.shape_after,
-                        "max_abs": change.max_abs,
-                        "max_rel": change.max_rel,
-                    }
-                    for name, change in row.outputs.items()
-                },
+                "outputs": {name: _change_json(change) for name, change in row.outputs.items()},
                 "error": row.error,
                 "states": {name: _change_json(change) for name, change in row.states.items()},
                 "evaluated": row.evaluated,

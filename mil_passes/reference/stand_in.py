@@ -70,8 +70,8 @@ def coreml_present() -> bool:
     return sys.platform == "darwin" or getattr(model_module, "_MLModelProxy", None) is not None
 
 
-class _AppleSilicon(types.ModuleType):
-    """``platform`` as an Apple-silicon Mac shows it: the real module, but for the machine."""
+class _Overlay(types.ModuleType):
+    """A module that is ``real`` but for what a subclass defines."""
 
     def __init__(self, real: types.ModuleType):
         super().__init__(real.__name__, real.__doc__)
@@ -79,22 +79,19 @@ class _AppleSilicon(types.ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
+
+
+class _AppleSilicon(_Overlay):
+    """``platform`` as an Apple-silicon Mac shows it: the real module, but for the machine."""
 
     @staticmethod
     def machine() -> str:
         return "arm64"
 
 
-class _MacOSUtils(types.ModuleType):
+class _MacOSUtils(_Overlay):
     """``coremltools.models.utils`` as a gated module sees it: the real module, but for the
     macOS version."""
-
-    def __init__(self, real: types.ModuleType):
-        super().__init__(real.__name__, real.__doc__)
-        self._real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
 
     @staticmethod
     def _macos_version() -> tuple[int, ...]:
