@@ -46,6 +46,10 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
     # and coremltools types a 0 target literally (found converting GPT-2 at fp16); this run gives them
     # their true types again before anything reads the 0s as sizes.
     ("webnn::fold_shape_ops", "common::add_int16_cast"),
+    # After common::add_fp16_cast and the const_elimination that folds its casts: only then is an
+    # fp32 mask sentinel (finfo(float32).min) an fp16 -inf, the NaN of 0 * -inf; at fp32 compute
+    # precision there is nothing to rewrite.
+    ("webnn::finite_mask_sentinels", "common::dead_code_elimination"),
 )
 
 

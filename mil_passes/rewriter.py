@@ -186,6 +186,10 @@ class Rewriter:
         if old.op is not None:
             self._roots.append(old.op)
 
+    def is_replaced(self, var: Var) -> bool:
+        """Whether a replacement of ``var`` is recorded for the next ``commit``."""
+        return var in self._replacements
+
     def replace_op(self, op: Operation, new_outputs: list[Var] | tuple[Var, ...]) -> None:
         """Replace every output of ``op`` by the matching var of ``new_outputs``."""
         for old, new in zip(op.outputs, new_outputs):

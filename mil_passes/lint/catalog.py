@@ -86,6 +86,17 @@ RULES: dict[str, Rule] = {
             "exact at fp32 for finite `v`; converted at fp16 (coremltools' default), the mask above is NaN",
         ),
         Rule(
+            "nan-zero-times-inf",
+            "error",
+            "a `mul` of an infinite constant (followed through fills, data movement and casts) by a value that "
+            "can be 0: `0 * inf` is NaN",
+            "webnn::finite_mask_sentinels",
+            "IEEE arithmetic: NaN on the CPU, the GPU and the Neural Engine alike. transformers' "
+            "`(1 - mask) * torch.finfo(float32).min` is `(1 - mask) * -inf` once coremltools casts it to fp16: "
+            "ELECTRA, MobileBERT and T5's encoder output NaN (and Qwen2, Phi-3 with a run-time sequence, whose "
+            "`fill(-inf)` causal mask is multiplied by 0); Apple's `neural_engine_rules.md` fills masks with -40000",
+        ),
+        Rule(
             "duplicate-name",
             "error",
             "a name defined again where an earlier definition is visible",

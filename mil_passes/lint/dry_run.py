@@ -26,6 +26,7 @@ from .findings import Finding, by_severity
 from .placement import RULES as PLACEMENT_RULES
 from .placement import WHOLE_MODEL_RULES, Placement, assess
 from .placement.refused_window import REFUSED_CAUSE, refusal_message, refused_join
+from .zero_times_inf import zero_times_inf_findings
 
 Words = Callable[[str], str]
 PLACEMENT_RULE_IDS = frozenset(rule.id for rule in PLACEMENT_RULES)
@@ -125,6 +126,7 @@ def lint_report(
     findings: list[Finding] = []
     for pass_name in PASS_NAMES:
         findings.extend(pass_findings(prog, pass_name, words))
+    findings.extend(zero_times_inf_findings(prog))
     # A placement rule's candidate its pass leaves is the placement rule's to report, with its consequence.
     findings = [f for f in findings if f.fix is not None or f.rule not in PLACEMENT_RULE_IDS]
     whole = next((f for f in findings if f.rule in WHOLE_MODEL_RULES), None)
