@@ -33,6 +33,9 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
     # const_elimination; after fold_shape_ops, which folds the gathers of shape vectors whole.
     ("webnn::gather_to_slice", "common::remove_symbolic_reshape"),
     ("webnn::topk_to_argmax", "common::remove_symbolic_reshape"),
+    # Needs the tile's reps constant (after const_elimination); before add_int16_cast, which then
+    # narrows the one gather's indices as it narrowed the gather_along_axis's.
+    ("webnn::tiled_gather_to_gather", "common::remove_symbolic_reshape"),
     # Needs static shapes: after fold_shape_ops; its reshapes are merged by merge_consecutive_reshapes.
     ("webnn::matmul_rank5_to_rank4", "common::remove_symbolic_reshape"),
     # Again after gather_to_slice: a gather of several runs becomes a concat of slices, and a window
@@ -50,6 +53,10 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
     # fp32 mask sentinel (finfo(float32).min) an fp16 -inf, the NaN of 0 * -inf; at fp32 compute
     # precision there is nothing to rewrite.
     ("webnn::finite_mask_sentinels", "common::dead_code_elimination"),
+    # After add_fp16_cast and the cast_optimization after it: only then does an int32 mask meet
+    # one cast to fp16 (add_fp16_cast leaves int32 -> fp32 -> fp16 pairs); the backend's
+    # const_elimination folds the casts of a concat's constant pieces.
+    ("webnn::cast_before_data_movement", "common::canonicalize_inplace_pattern"),
 )
 
 

@@ -109,8 +109,9 @@ def clip_text():
 
 
 def detector_head(queries: int = 32, classes: int = 8, keep: int = 10):
-    """The top ``keep`` of ``queries`` detections and their boxes: ``topk`` of the best class score,
-    then ``torch.gather`` of the boxes by the indices, tiled over the 4 coordinates."""
+    """The top ``keep`` of ``queries`` detections and their boxes: ``topk`` of the best class logit,
+    then ``torch.gather`` of the boxes by the indices, tiled over the 4 coordinates. (Logits, not
+    their sigmoid: sigmoid scores tie in fp16 and the top boxes would differ from torch's.)"""
     import torch
 
     class DetectorHead(torch.nn.Module):
@@ -120,7 +121,7 @@ def detector_head(queries: int = 32, classes: int = 8, keep: int = 10):
             self.box = torch.nn.Linear(16, 4)
 
         def forward(self, features):
-            scores = self.classify(features).sigmoid().amax(-1)
+            scores = self.classify(features).amax(-1)
             top, indices = torch.topk(scores, keep, dim=1)
             boxes = torch.gather(self.box(features), 1, indices.unsqueeze(-1).repeat(1, 1, 4))
             return top, boxes

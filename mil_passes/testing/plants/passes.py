@@ -19,6 +19,7 @@ from ..programs.grower import BASIC, MAX_ELEMENTS, NUMERIC, Grower, dtype_of, is
 from ..programs.ops_base import factor, operand
 from ..programs.ops_elementwise import add_select
 from ..programs.recipe import DTYPES, Operand, Ref
+from .glue import GLUE_PLANTS
 from .masks import MASK_PLANTS
 from .placement import PLACEMENT_PLANTS
 
@@ -270,4 +271,5 @@ PLANTS: dict[str, Plant] = {
     "rename_duplicate_temporaries": plant_duplicate_names,
     **PLACEMENT_PLANTS,
     **MASK_PLANTS,
+    **GLUE_PLANTS,
 }

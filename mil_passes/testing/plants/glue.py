@@ -1,0 +1,65 @@
+"""Plants of the int32 glue rewrites: a narrowing cast of int32 data movement, and a
+``gather_along_axis`` by tiled indices; each with the look-alikes its pass must leave."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..programs.grower import Grower, dtype_of, is_static, numel, shape_of
+from ..programs.recipe import Ref
+
+NARROW = ("fp16", "int16", "bool", "uint8")
+
+
+def _int32_var(g: Grower, rank: int) -> Ref:
+    ref = g.pick(
+        lambda v: (
+            dtype_of(v) == "int32"
+            and len(shape_of(v)) == rank
+            and all(map(is_static, shape_of(v)))
+            and numel(shape_of(v)) <= 32
+        )
+    )
+    if ref is None:
+        ref = g.emit("identity", {"x": g.const("int32", (2, 3)[:rank] if rank <= 2 else (2, 3, 2))})[0]
+    return ref
+
+
+def plant_moved_cast(g: Grower) -> list[Ref]:
+    """``cast(move(x: int32), narrow)`` for a data movement of an int32 var; now and then the moved
+    value is read again (left), or the cast is to fp32 (not a candidate)."""
+    x = _int32_var(g, 2)
+    rows, cols = (int(d) for d in shape_of(g.var(x)))
+    move = g.choose(("expand_dims", "reshape", "transpose", "tile", "slice_by_index", "concat"))
+    args: dict = {
+        "expand_dims": {"x": x, "axes": g.ints([g.draw(st.integers(-3, 2))])},
+        "reshape": {"x": x, "shape": g.ints([rows * cols])},
+        "transpose": {"x": x, "perm": g.ints([1, 0])},
+        "tile": {"x": x, "reps": g.ints([1, 2])},
+        "slice_by_index": {"x": x, "begin": g.ints([0, 0]), "end": g.ints([rows, max(1, cols - 1)])},
+        "concat": {"values": (x, g.const("int32", (rows, cols))), "axis": g.ints(0)},
+    }[move]
+    moved = g.emit(move, args)[0]
+    dtype = g.choose(NARROW + ("fp32",))
+    out = g.emit("cast", {"x": moved, "dtype": np.str_(dtype)})
+    return out + [moved] if g.chance(5) else out
+
+
+def plant_tiled_gather(g: Grower) -> list[Ref]:
+    """``gather_along_axis(x, tile(expand_dims(idx, [-1]), [1, 1, C]), axis=1)``: a detector head's
+    box gather; now and then reps that do not cover the last axis (left)."""
+    dtype = g.choose(("fp32", "fp16"))
+    batch, rows, width, keep = (g.draw(st.integers(1, 3)) for _ in range(4))
+    x = g.emit("identity", {"x": g.const(dtype, (batch, rows + 1, width))})[0]
+    rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
+    indices = g.emit("identity", {"x": rng.integers(0, rows + 1, (batch, keep)).astype(np.int32)})[0]
+    expanded = g.emit("expand_dims", {"x": indices, "axes": g.ints([-1])})[0]
+    reps = [1, 1, width] if not g.chance(5) else [1, 1, 1]
+    tiled = g.emit("tile", {"x": expanded, "reps": g.ints(reps)})[0]
+    if reps[-1] != width:
+        return []  # a gather_along_axis needs indices of x's shape but the gathered axis
+    return g.emit("gather_along_axis", {"x": x, "indices": tiled, "axis": g.ints(1)})
+
+
+GLUE_PLANTS = {"cast_before_data_movement": plant_moved_cast, "tiled_gather_to_gather": plant_tiled_gather}
