@@ -57,6 +57,9 @@ PLACEMENT: tuple[tuple[str, str | None], ...] = (
     # one cast to fp16 (add_fp16_cast leaves int32 -> fp32 -> fp16 pairs); the backend's
     # const_elimination folds the casts of a concat's constant pieces.
     ("webnn::cast_before_data_movement", "common::canonicalize_inplace_pattern"),
+    # After common::guard_negative_gather_indices and the add_int16_cast and cast_optimization
+    # after it: the guard's int32 select and its cast back to 16 bits are in place then.
+    ("webnn::gather_index_guard_in_fp16", "common::canonicalize_inplace_pattern"),
 )
 
 

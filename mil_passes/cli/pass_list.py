@@ -32,8 +32,15 @@ PASSES: tuple[tuple[str, str], ...] = (
         "webnn::topk_to_argmax",
         "Rewrite every descending k=1 topk read for its index alone as a reduce_argmax.",
     ),
+    ("webnn::tiled_gather_to_gather", "Rewrite every gather_along_axis by tiled indices as one gather."),
     (
         "webnn::matmul_rank5_to_rank4",
         "Rewrite every rank-5 batched matmul (and linear of a rank-5 input) as a rank-4 one between reshapes.",
+    ),
+    ("webnn::finite_mask_sentinels", "Rewrite every fp16 ±inf const of a softmax's mask as ±40000."),
+    ("webnn::cast_before_data_movement", "Move every narrowing cast of int32 data movement above it."),
+    (
+        "webnn::gather_index_guard_in_fp16",
+        "Rewrite the int32 negative-index guard of every gather of a small table in fp16.",
     ),
 )

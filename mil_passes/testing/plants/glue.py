@@ -62,4 +62,29 @@ def plant_tiled_gather(g: Grower) -> list[Ref]:
     return g.emit("gather_along_axis", {"x": x, "indices": tiled, "axis": g.ints(1)})
 
 
-GLUE_PLANTS = {"cast_before_data_movement": plant_moved_cast, "tiled_gather_to_gather": plant_tiled_gather}
+def plant_guarded_gather(g: Grower) -> list[Ref]:
+    """coremltools' negative-index guard of an embedding lookup: int16 ids cast to int32,
+    ``select(ids >= 0, ids, ids + D)``, cast to int16, gathered from a table of D rows; the ids in
+    range (``[-2D, D)``); now and then int32 ids (left)."""
+    if not g.ios17:
+        return []
+    rows, width = g.draw(st.integers(1, 12)), g.draw(st.integers(1, 3))
+    table = g.emit("identity", {"x": g.const(g.choose(("fp16", "fp32")), (rows, width))})[0]
+    rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
+    values = rng.integers(-2 * rows, rows, (g.draw(st.integers(1, 4)),))
+    narrow = not g.chance(5)
+    ids = g.emit("identity", {"x": values.astype(np.int16 if narrow else np.int32)})[0]
+    if narrow:
+        ids = g.emit("cast", {"x": ids, "dtype": np.str_("int32")})[0]
+    keep = g.emit("greater_equal", {"x": ids, "y": g.ints(0)})[0]
+    wrapped = g.emit("add", {"x": ids, "y": g.ints(rows)})[0]
+    index = g.emit("select", {"cond": keep, "a": ids, "b": wrapped})[0]
+    index16 = g.emit("cast", {"x": index, "dtype": np.str_("int16")})[0]
+    return g.emit("gather", {"x": table, "indices": index16, "axis": g.ints(0)})
+
+
+GLUE_PLANTS = {
+    "cast_before_data_movement": plant_moved_cast,
+    "tiled_gather_to_gather": plant_tiled_gather,
+    "gather_index_guard_in_fp16": plant_guarded_gather,
+}
