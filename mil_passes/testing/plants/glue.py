@@ -41,9 +41,10 @@ def plant_moved_cast(g: Grower) -> list[Ref]:
         "concat": {"values": (x, g.const("int32", (rows, cols))), "axis": g.ints(0)},
     }[move]
     moved = g.emit(move, args)[0]
-    dtype = g.choose(NARROW + ("fp32",))
+    narrow = NARROW if g.ios17 else ("fp16", "bool")  # int16 and uint8 casts from iOS17 on
+    dtype = "fp32" if g.chance(8) else g.choose(narrow)
     out = g.emit("cast", {"x": moved, "dtype": np.str_(dtype)})
-    return out + [moved] if g.chance(5) else out
+    return out + [moved] if g.chance(8) else out
 
 
 def plant_tiled_gather(g: Grower) -> list[Ref]:
