@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from ..programs.grower import Grower, dtype_of, is_static, numel, shape_of
 from ..programs.recipe import Ref
+from .glue import seeded
 
 
 def plant_infinite_mask(g: Grower) -> list[Ref]:
@@ -24,7 +25,7 @@ def plant_infinite_mask(g: Grower) -> list[Ref]:
         )
     )
     if x is None:
-        x = g.emit("identity", {"x": g.const(dtype, (2, 5))})[0]
+        x = g.emit("identity", {"x": seeded(g, dtype, (2, 5))})[0]
     shape = tuple(int(d) for d in shape_of(g.var(x)))
     width = shape[-1]
     rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
