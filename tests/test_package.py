@@ -28,10 +28,22 @@ EXPECTED = (
     "webnn::band_part_difference_to_select",
     "webnn::gather_to_slice",
     "webnn::topk_to_argmax",
+    "webnn::tiled_gather_to_gather",
     "webnn::matmul_rank5_to_rank4",
+    "webnn::finite_mask_sentinels",
+    "webnn::cast_before_data_movement",
+    "webnn::gather_index_guard_in_fp16",
 )
-#: Every run of the package's passes in a pipeline, in order (see PLACEMENT).
-RUNS = (*EXPECTED[:4], "webnn::fold_shape_ops", *EXPECTED[4:], *AGAIN[1:])
+#: Every run of the package's passes in a pipeline, in order (see PLACEMENT): the streaming rewrite
+#: again after gather_to_slice's concats, then the passes that run after common::add_fp16_cast.
+RUNS = (
+    *EXPECTED[:4],
+    "webnn::fold_shape_ops",
+    *EXPECTED[4:9],
+    "webnn::concat_slice_to_slice_concat",
+    *AGAIN[1:],
+    *EXPECTED[9:],
+)
 
 
 def test_every_pass_is_registered_in_pipeline_order():
