@@ -151,6 +151,11 @@ def pass_names(declarations: tuple[PassDeclaration, ...]) -> tuple[str, ...]:
 
 
 @functools.cache
-def fixing_passes() -> dict[str, str]:
-    """Each Neural Engine placement rule a pass declares it fixes (``fixes``) → that pass's registry name."""
-    return {rule: d.full_name for d in declared() for rule in d.fixes}
+def fixing_passes() -> dict[str, tuple[str, ...]]:
+    """Each Neural Engine placement rule some passes declare they fix (``fixes``) → those passes' registry
+    names, in module order."""
+    fixes: dict[str, tuple[str, ...]] = {}
+    for d in declared():
+        for rule in d.fixes:
+            fixes[rule] = (*fixes.get(rule, ()), d.full_name)
+    return fixes

@@ -219,6 +219,10 @@ class Rewriter:
         if old.op is not None:
             self._roots.append(old.op)
 
+    def is_replaced(self, var: Var) -> bool:
+        """Whether a replacement of ``var`` is recorded for the next ``commit``."""
+        return var in self._replacements
+
     def replace_op(self, op: Operation, new_outputs: Replacements) -> None:
         """Replace the outputs of ``op`` by ``new_outputs`` (:data:`Replacements`: one var for the
         first output, or one entry per output, ``None`` for an output that stays)."""

@@ -93,3 +93,25 @@ def test_lint_names_the_pass_only_where_it_rewrites():
     assert finding.fix == PASS and finding.severity == "warning"
     (left,) = [f for f in lint(gather([0, 2, 4, 6, 1])()) if f.rule == "ane-gather"]
     assert left.fix is None and "CPU/GPU" in left.message
+
+
+def test_a_gather_of_integer_data_in_several_runs_stays_a_gather():
+    match = GatherOfConstantIndices().match(only_op(gather([4, 5, 0], dtype=types.int32)(), "gather"))
+    assert isinstance(match, Declined) and "off the Neural Engine too" in match.reason
+    assert op_counts(check_pass(gather([4, 5], dtype=types.int32), PASS)) == {"slice_by_index": 1}
+
+
+def test_pipeline_cuts_a_window_of_the_concat_it_makes_in_one_run():
+    """Found by the fuzzer (--seed 7): the second run of the pipeline cut the concat of the runs."""
+    import mil_passes
+
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec((1,))], opset_version=ct.target.iOS17)
+        def prog(x):
+            joined = mb.concat(values=(mb.gather(x=x, indices=np.array([0, 0], np.int32), axis=0), [-10.0]), axis=0)
+            return mb.slice_by_index(x=joined, begin=[0], end=[1], name="window")
+
+        return prog
+
+    after = check_pass(build, mil_passes.pipeline(ct.PassPipeline.EMPTY))  # the fuzz's "pipeline" target
+    assert op_counts(after) == {"slice_by_index": 1}

@@ -22,7 +22,7 @@ from mil_passes.testing.models.real import torchvision_available  # noqa: E402
 if not torchvision_available():
     pytest.skip("needs torchvision (make test installs it in .venv/torchvision-models)", allow_module_level=True)
 
-from mil_passes.lint import lint  # noqa: E402
+from mil_passes.lint import lint, lint_report  # noqa: E402
 from pass_helpers import without_placement  # noqa: E402
 from mil_passes.testing.models.real import convert as convert_or_raise  # noqa: E402
 from mil_passes.testing.models.real import (  # noqa: E402
@@ -61,6 +61,13 @@ def fp32_conversion(name: str, pipeline: str):
     return convert(ready.model, ready.traced, ready.inputs, pass_pipeline=pass_pipeline(pipeline))
 
 
+@functools.lru_cache(maxsize=None)
+def fp16_conversion(name: str, pipeline: str):
+    """The FLOAT16 conversion, kept for the placement test."""
+    ready = prepared(name)
+    return convert(ready.model, ready.traced, ready.inputs, fp16=True, pass_pipeline=pass_pipeline(pipeline))
+
+
 # transformers builds GPT-2's causal mask from torch.finfo(float32).min and triu; coremltools converts
 # the triu as x - band_part(x), which at fp16 is -inf - -inf = NaN. The fixed-length model's mask is
 # folded to a constant before the fp16 casts; with a run-time sequence it is computed. DEFAULT keeps
@@ -84,10 +91,18 @@ def test_converts_and_agrees_with_torch(name, pipeline, precision):
     ready = prepared(name)
     fp16 = precision == "fp16"
     if fp16:
-        mlmodel = convert(ready.model, ready.traced, ready.inputs, fp16=True, pass_pipeline=pass_pipeline(pipeline))
+        mlmodel = fp16_conversion(name, pipeline)
     else:
         mlmodel = fp32_conversion(name, pipeline)
     assert max_error(mlmodel, ready.trials) <= TOLERANCE[fp16]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_pipeline_never_predicts_more_off_the_neural_engine_than_default(name):
+    """At fp16 (what runs on the Neural Engine): ops off it and segments, by lint's prediction."""
+    placements = [lint_report(fp16_conversion(name, p)._mil_program)[1] for p in PIPELINES]
+    (before, after) = [(p.off_ane, len(p.segments)) for p in placements]
+    assert after[0] <= before[0] and after[1] <= before[1], (before, after)
 
 
 # BERT's attention mask is `select(cast(mask, bool), …)` under DEFAULT: valid MIL, so at most info.

@@ -34,7 +34,7 @@ def rule_facts(rule_id: str) -> dict[str, Any]:
             "sources": [
                 {"ref": s.ref, "confidence": CONFIDENCES[s.confidence], "says": s.says} for s in placement.sources
             ],
-            "fix": {"pass": placement.fix_pass, "advice": placement.advice},
+            "fix": {"pass": ", ".join(placement.fix_passes) or None, "advice": placement.advice},
         }
     fix_pass = rule.fix if rule.fix.startswith("webnn::") else None
     return {

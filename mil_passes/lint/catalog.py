@@ -83,7 +83,10 @@ def _placement_rules() -> dict[str, CatalogEntry]:
     """The Neural Engine placement rules (:mod:`.placement`), as the docs show them."""
     from . import placement
 
-    return {r.id: CatalogEntry(r.id, r.severity, r.finds, r.fix_pass or r.advice, r.evidence) for r in placement.RULES}
+    return {
+        r.id: CatalogEntry(r.id, r.severity, r.finds, ", ".join(r.fix_passes) or r.advice, r.evidence)
+        for r in placement.RULES
+    }
 
 
 RULES.update(_placement_rules())
@@ -98,6 +101,6 @@ def rule_table() -> str:
     """The rules as docs/rules.md's Markdown table (a test keeps the two the same)."""
     rows = ["| rule | severity | finds | fixed by | evidence |", "|---|---|---|---|---|"]
     for rule in RULES.values():
-        fix = f"`{rule.fix}`" if rule.fix.startswith("webnn::") else rule.fix or "—"
-        rows.append(f"| `{rule.id}` | {rule.severity} | {rule.finds} | {fix} | {rule.evidence} |")
+        fix = ", ".join(f"`{name}`" for name in rule.fix.split(", ")) if rule.fix.startswith("webnn::") else rule.fix
+        rows.append(f"| `{rule.id}` | {rule.severity} | {rule.finds} | {fix or '—'} | {rule.evidence} |")
     return "\n".join(rows)

@@ -24,6 +24,7 @@ from .dims import DimNames
 from .findings import Finding, by_severity
 from .placement import RULES as PLACEMENT_RULES
 from .placement import Placement, assess
+from .zero_times_inf import zero_times_inf_findings
 
 PLACEMENT_RULE_IDS = frozenset(rule.id for rule in PLACEMENT_RULES)
 
@@ -118,6 +119,7 @@ def lint_report(
     findings: list[Finding] = []
     for pass_name in PASS_NAMES:
         findings.extend(pass_findings(prog, pass_name, words))
+    findings.extend(zero_times_inf_findings(prog))
     # A placement rule's candidate its pass leaves is the placement rule's to report, with its consequence.
     findings = [f for f in findings if f.fix is not None or f.rule not in PLACEMENT_RULE_IDS]
     reported = {(f.rule, f.op) for f in findings}

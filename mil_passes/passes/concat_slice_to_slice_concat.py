@@ -55,6 +55,13 @@ DECLARATION = PassDeclaration(
             "common::remove_symbolic_reshape",
             "needs constant slice bounds: after const_elimination and fold_shape_ops",
         ),
+        Slot(
+            97,
+            "common::remove_symbolic_reshape",
+            "again after gather_to_slice: a gather of several runs becomes a concat of slices, and a window a later "
+            "slice cuts from it is removed here, not by the next run of the pipeline (found by the fuzzer, --seed 7: "
+            "slice(concat(gather(x, [0, 0]), c)))",
+        ),
     ),
     rules=(
         LintRule(

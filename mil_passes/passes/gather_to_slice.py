@@ -17,7 +17,9 @@ end); one run is one slice, several are a concat of slices along the axis, up to
 :data:`MAX_RUNS` (beyond that the gather stays: a concat of many one-element slices costs more
 than it saves). A rank-0 index is a slice whose axis is squeezed. Exact: the same elements, in
 the same order. Only ``batch_dims = 0``, a constant axis, a static size along it, and indices in
-range (an out-of-range gather is left for Core ML to refuse).
+range (an out-of-range gather is left for Core ML to refuse). A gather of integer data (shape
+vectors, token ids) stays one gather when it would become several slices: int32 slices and
+concats run off the Neural Engine as well, so the rewrite would add ops off it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from coremltools.converters.mil.mil import Operation, Var
+from coremltools.converters.mil.mil import Operation, Var, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ..rewriter import PatternPass, Declined, RewritePattern, Rewriter
@@ -97,6 +99,12 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
         if len(runs) > MAX_RUNS:
             return Declined(
                 op, f"its indices make {len(runs)} runs of consecutive positions (at most {MAX_RUNS} become slices)"
+            )
+        if len(runs) > 1 and types.is_int(op.x.dtype):
+            return Declined(
+                op,
+                f"its {types.builtin_to_string(op.x.dtype)} data makes {len(runs)} slices and a concat, which Core ML "
+                "runs off the Neural Engine too (ane-int32-compute): more ops off than the one gather",
             )
         return Runs(axis, runs, np.ndim(indices) == 0)
 

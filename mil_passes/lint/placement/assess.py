@@ -211,7 +211,7 @@ class _Assessor:
             return False
         if rule.reported and (rule.id, op_name) not in self.reported:  # a pass's dry run may have said it already
             message, cause = _message(rule, subject, hit, self.checked)
-            fix = rule.fix_pass if rule.fix_pass in self.fixes.get(op_name, ()) else None
+            fix = next((name for name in rule.fix_passes if name in self.fixes.get(op_name, ())), None)
             severity = rule.severity if interface is None else "info"
             if interface is not None:
                 message, cause = f"{message} ({interface})", f"{cause} ({interface})"

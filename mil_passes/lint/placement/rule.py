@@ -133,10 +133,10 @@ class PlacementRule:
     reported: bool = True  # False: it shows in the placement (its summary line) only, not as a finding
 
     @property
-    def fix_pass(self) -> str | None:
-        """The webnn:: pass that rewrites it exactly where its pattern matches: the pass whose
-        declaration names this rule among its ``fixes``."""
-        return fixing_passes().get(self.id)
+    def fix_passes(self) -> tuple[str, ...]:
+        """The webnn:: passes that rewrite it exactly where their patterns match: the passes whose
+        declarations name this rule among their ``fixes``."""
+        return fixing_passes().get(self.id, ())
 
     @property
     def outcome(self) -> str:
@@ -172,7 +172,8 @@ class PlacementRule:
     def table_row(self) -> str:
         """The rule as a row of docs/neural-engine.md's table."""
         sources = "<br>".join(f"{s.ref} ({s.confidence}): {s.says}" for s in self.sources)
-        fix = f"`{self.fix_pass}` (exact, where it matches); {self.advice}" if self.fix_pass else self.advice
+        passes = ", ".join(f"`{name}`" for name in self.fix_passes)
+        fix = f"{passes} (exact, where it matches); {self.advice}" if passes else self.advice
         return (
             f"| `{self.id}` | {self.severity} | {self.finds} | {self.chips} | {CONSEQUENCES[self.consequence]} | "
             f"{sources} | {fix} |"

@@ -26,6 +26,8 @@ from ...passes import (
     fold_shape_ops,
     rename_duplicate_temporaries,
 )
+from .glue import GLUE_PLANTS
+from .masks import MASK_PLANTS
 from .placement import PLACEMENT_PLANTS
 
 Plant = Callable[[Grower], "list[Ref]"]
@@ -276,4 +278,6 @@ PLANTS: dict[str, Plant] = {
     canonicalize_uint8_select.DECLARATION.name: plant_bool_round_trip,
     rename_duplicate_temporaries.DECLARATION.name: plant_duplicate_names,
     **PLACEMENT_PLANTS,
+    **MASK_PLANTS,
+    **GLUE_PLANTS,
 }
