@@ -10,12 +10,19 @@ from coremltools.converters.mil.mil import Program
 
 from mil_passes.ir import iter_ops
 from mil_passes.reference import UnsupportedOpError, evaluate
+from mil_passes.rewriter import Declined
 
 
 def only_op(prog: Program, op_type: str):
     """The one op of ``op_type`` in ``prog`` (fails if there are none or several)."""
     (op,) = [op for op in iter_ops(prog) if op.op_type == op_type]
     return op
+
+
+def would_rewrite(pattern, op) -> bool:
+    """Whether ``pattern`` matches ``op`` (neither no candidate nor declined)."""
+    match = pattern.match(op)
+    return match is not None and not isinstance(match, Declined)
 
 
 def evaluates(drawn) -> bool:

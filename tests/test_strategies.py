@@ -117,7 +117,7 @@ def test_without_options_programs_are_plain():
     check()
 
 
-def test_every_pass_finds_work_in_a_third_of_the_programs():
+def test_every_pass_finds_work_in_a_quarter_of_the_programs():
     passes = [name for name in mil_passes.PASS_NAMES if name.split("::")[1] in PLANTS]
     rewritten: Counter = Counter()
     total = []
@@ -134,7 +134,8 @@ def test_every_pass_finds_work_in_a_third_of_the_programs():
 
     run()
     rates = {name: round(rewritten[name] / len(total), 2) for name in passes}
-    assert all(rate >= 1 / 3 for rate in rates.values()), {n: r for n, r in rates.items() if r < 1 / 3}
+    # 14 plants share the drawn programs now (a third held with 8; each program plants a few of them)
+    assert all(rate >= 1 / 4 for rate in rates.values()), {n: r for n, r in rates.items() if r < 1 / 4}
 
 
 def test_every_pass_of_the_package_has_a_plant():
