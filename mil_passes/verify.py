@@ -392,7 +392,8 @@ def _inconsistent_file(findings: Sequence[Any], function: str) -> str:
         return ""
     parts = [f"[duplicate-name] {message}" for message in twice]
     if contradicted:
-        parts.append(f"[declared-type-mismatch] {contradicted} ops' declared types contradict their inputs")
+        said = "op's declared type contradicts its" if contradicted == 1 else "ops' declared types contradict their"
+        parts.append(f"[declared-type-mismatch] {contradicted} {said} inputs")
     return (
         f"the file itself is inconsistent, so it is read as it says, not as its converter meant: {'; '.join(parts)}. "
     )

@@ -14,13 +14,13 @@ from mil_passes.verify import FailsBeforeAnyPass, VerifyError, verify_package
 
 
 def converted(tmp_path, square_name: str):
-    """``y = reshape(mask * x, shape(x))`` after an op ``square = x^T @ x`` named ``square_name``,
+    """``y = reshape(mask * x, shape(x))`` after an op ``square = expand_dims(x^T @ x)`` named ``square_name``,
     saved by ``ct.convert`` with EMPTY (every flexible dim in 1..8)."""
     length = get_new_symbol()
 
     @mb.program(input_specs=[mb.TensorSpec((1, length)), mb.TensorSpec((1, length))], opset_version=ct.target.iOS17)
     def prog(x, mask):
-        mb.matmul(x=x, y=x, transpose_x=True, name=square_name)  # [S, S]
+        mb.expand_dims(x=mb.matmul(x=x, y=x, transpose_x=True), axes=[0], name=square_name)  # [1, S, S]
         return mb.reshape(x=mb.mul(x=mask, y=x), shape=mb.shape(x=x), name="y")
 
     flexible = ct.Shape((1, ct.RangeDim(1, 8, default=4)))
@@ -42,7 +42,10 @@ def test_an_input_shadowed_by_an_op_is_named_as_the_cause(tmp_path):
         verify_package(path, "empty", feeds=1)
     message = str(failure.value)
     assert message.startswith("the file itself is inconsistent, so it is read as it says, not as its converter meant: ")
-    assert "[duplicate-name] 'mask' is defined 2 times in function 'main' (input 'mask', matmul 'mask')" in message
+    assert "[duplicate-name] 'mask' is defined 2 times in function 'main' (input 'mask', expand_dims 'mask')" in message
+    assert (
+        "[declared-type-mismatch] 1 op's declared type contradicts its inputs" in message
+    )  # mul: [1, S] read as [1, S, S]
     assert "the program fails on a random feed before any pass: ValueError: cannot reshape" in message
     assert isinstance(failure.value, VerifyError)
 
