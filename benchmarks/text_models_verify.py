@@ -7,7 +7,9 @@ model (tiny configurations here) with every token input's sequence a ``ct.RangeD
 and FLOAT16, with DEFAULT and with EMPTY, then runs ``mil-passes verify`` on each package with each
 pipeline and prints one row per run: its exit status (0 clean, 1 a culprit, 2 refused) and last line.
 Before issue 43, random token ids in -5..5 read past the embedding (exit 2, "index 65534 is out of
-bounds"); the feeds now fit what the program shows (``mil_passes/reference/domains.py``).
+bounds"); the feeds now fit what the program shows (``mil_passes/reference/domains.py``). CLIP's
+text model converted with EMPTY, its mask input named ``mask``, is a file that defines ``mask`` twice
+(exit 2, naming it); ``clip_text_padding`` is the same model with that input named ``padding``.
 """
 
 from __future__ import annotations
@@ -71,7 +73,15 @@ EXTRA = {
         real._named(ids=real._tokens(1, 9), mask=real._attention_mask),
     ),
 }
-MODELS = ("gpt2", "bert", "t5", "whisper", "distilbert", "clip_text")
+#: CLIP's text model again, its mask input named ``padding``: traced, CLIP's causal mask is an internal
+#: value named ``mask``, and converted with EMPTY (which skips ``common::dedup_op_and_var_names``) it
+#: is saved under the name of an input named ``mask``, which it then shadows (verify refuses that file).
+EXTRA["clip_text_padding"] = dataclasses.replace(
+    EXTRA["clip_text"],
+    name="clip_text_padding",
+    example_inputs=real._named(ids=real._tokens(1, 9), padding=real._attention_mask),
+)
+MODELS = ("gpt2", "bert", "t5", "whisper", "distilbert", "clip_text", "clip_text_padding")
 
 
 def convert_all(name: str, folder: Path) -> list[Path]:

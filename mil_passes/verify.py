@@ -10,8 +10,12 @@ run stops there.
 Statuses, worst last: ``same`` (bit for bit), ``unchecked`` (the interpreter has no kernel for an
 op the pass made; the next pass is compared again), ``precision`` (float outputs differ within
 the tolerance of the program's precision: fp16 when the program computes anything in fp16, as
-after ``common::add_fp16_cast``, else fp32), and the culprits ``changed`` (a dtype, shape, int or
-bool value, or a float value beyond the tolerance), ``raised`` and ``invalid``.
+after ``common::add_fp16_cast``, else fp32), ``repaired`` (float outputs NaN or infinite before at
+some positions are finite after at exactly those, every other position ``same`` or ``precision``:
+the pass made the outputs defined where they were not, :func:`repaired_positions`), and the
+culprits ``changed`` (a dtype, shape, int or bool value, or a float value beyond the tolerance;
+a finite value made NaN or infinite, or a repair that moves any other value beyond it),
+``raised`` and ``invalid``.
 
 Inputs and outputs are matched by position: ``common::sanitize_input_output_names`` may rename them.
 
@@ -57,24 +61,30 @@ __all__ = [
     "Verification",
     "UnknownPipeline",
     "VerifyError",
+    "FailsBeforeAnyPass",
     "PIPELINES",
     "resolve_pipeline",
     "verify_program",
     "verify_package",
     "compare_outputs",
+    "repaired_positions",
 ]
 
 #: (rtol, atol) per precision: a float output is within precision when its largest change is at
 #: most ``atol`` or at most ``rtol`` times its largest magnitude before.
 TOLERANCE: dict[str, tuple[float, float]] = {"fp32": (1e-4, 1e-5), "fp16": (1e-2, 1e-2)}
 CULPRIT_STATUSES = ("changed", "raised", "invalid")
-STATUS_ORDER = ("same", "unchecked", "precision", "changed", "invalid", "raised")
+STATUS_ORDER = ("same", "unchecked", "precision", "repaired", "changed", "invalid", "raised")
 #: Predictions per feed for a stateful program.
 DEFAULT_STEPS = 4
 
 
 class VerifyError(ValueError):
     """Input ``verify`` cannot work with (one line: what and why)."""
+
+
+class FailsBeforeAnyPass(VerifyError):
+    """The program fails on a feed before any pass runs: nothing a pass did, the program or its feed."""
 
 
 class UnknownPipeline(VerifyError):
@@ -147,6 +157,9 @@ class OutputChange:
     max_rel: float | None
     status: str
     kind: str = "output"  # or "state" (a stateful program's state after each step)
+    #: Positions (over the feeds) NaN or infinite before and finite after, when every other
+    #: position compares as ``same`` or ``precision`` (status ``repaired``); else 0
+    repaired: int = 0
 
     def describe(self) -> str:
         """``name fp32[2] abs 0 rel 0`` or ``name fp32[2] -> int32[2] abs 0.5 rel 0.048``."""
@@ -154,7 +167,12 @@ class OutputChange:
         after = f"{self.dtype_after}{self.shape_after}"
         kind = before if before == after else f"{before} -> {after}"
         numbers = "" if self.max_abs is None else f" abs {self.max_abs:.3g} rel {self.max_rel:.3g}"
-        return f"{self.name} {kind}{numbers}"
+        repaired = f", {self.repair()}" if self.repaired else ""
+        return f"{self.name} {kind}{numbers}{repaired}"
+
+    def repair(self) -> str:
+        """``repaired: 12 non-finite outputs became finite``."""
+        return f"repaired: {self.repaired} non-finite output{'s' if self.repaired != 1 else ''} became finite"
 
     def reason(self) -> str:
         """Why this output is a change, in a few words."""
@@ -194,7 +212,10 @@ class PassRow:
             return self.error
         changed = [o for o in self.outputs.values() if o.status == "changed"]
         changed += [s for s in self.states.values() if s.status == "changed"]
-        return changed[0].reason() if changed else self.status
+        if changed:
+            return changed[0].reason()
+        repaired = [change for change in (*self.outputs.values(), *self.states.values()) if change.repaired]
+        return f"{repaired[0].kind} '{repaired[0].name}' {repaired[0].repair()}" if repaired else self.status
 
 
 @dataclass
@@ -215,6 +236,11 @@ class Verification:
     @property
     def culprit(self) -> PassRow | None:
         return next((row for row in self.rows if row.is_culprit), None)
+
+    @property
+    def repair(self) -> PassRow | None:
+        """The first row ``repaired``: the pass that made non-finite outputs finite, or None."""
+        return next((row for row in self.rows if row.status == "repaired"), None)
 
 
 def verify_program(
@@ -332,23 +358,45 @@ def verify_package(
         where = _Where(stage, name if is_multifunction(part.program) else None)
         view = function_view(part.program, name)
         _without_classify(view)
-        verification = verify_program(
-            functools.partial(_same, view),  # the passes run on the program read: it is not needed after
-            pipeline,
-            feeds=feeds,
-            seed=seed,
-            on_row=where.rows(on_row),
-            steps=steps,
-            on_progress=where.progress(on_progress),
-            name=f"{path}{where.suffix()}",
-            defaults=input_defaults(function_description(part.spec, name)),
-        )
+        try:
+            verification = verify_program(
+                functools.partial(_same, view),  # the passes run on the program read: it is not needed after
+                pipeline,
+                feeds=feeds,
+                seed=seed,
+                on_row=where.rows(on_row),
+                steps=steps,
+                on_progress=where.progress(on_progress),
+                name=f"{path}{where.suffix()}",
+                defaults=input_defaults(function_description(part.spec, name)),
+            )
+        except FailsBeforeAnyPass as failure:
+            raise FailsBeforeAnyPass(f"{_inconsistent_file(part.findings, name)}{failure}") from None
         for row in verification.rows:
             where.locate(row)
         verifications.append(verification)
     verification = _joined(verifications)
     verification.input = str(path)
     return verification
+
+
+def _inconsistent_file(findings: Sequence[Any], function: str) -> str:
+    """What the package reader found wrong in ``function`` of the file itself, as the start of a
+    sentence, or ``""``: a name defined twice (:mod:`~mil_passes.package.duplicate_names`; each use
+    then reads the definition before it, which may not be the one the converter meant) and declared
+    types the ops' inputs contradict (:mod:`~mil_passes.package.declared_types`)."""
+    mine = [finding for finding in findings if finding.function in (None, function)]
+    twice = [finding.message for finding in mine if finding.rule == "duplicate-name"]
+    contradicted = sum(finding.rule == "declared-type-mismatch" for finding in mine)
+    if not twice and not contradicted:
+        return ""
+    parts = [f"[duplicate-name] {message}" for message in twice]
+    if contradicted:
+        said = "op's declared type contradicts its" if contradicted == 1 else "ops' declared types contradict their"
+        parts.append(f"[declared-type-mismatch] {contradicted} {said} inputs")
+    return (
+        f"the file itself is inconsistent, so it is read as it says, not as its converter meant: {'; '.join(parts)}. "
+    )
 
 
 def _parts(package) -> list[tuple[str | None, Any, str]]:
@@ -474,13 +522,13 @@ def _original_outputs(
         except _FailsOnFeed as failure:
             if not isinstance(feeds, int) or not _has_flexible_inputs(prog):
                 which = "a random feed" if isinstance(feeds, int) else f"feed {number}"
-                raise VerifyError(f"the program fails on {which} before any pass: {failure}") from None
+                raise FailsBeforeAnyPass(f"the program fails on {which} before any pass: {failure}") from None
             first = str(failure)
         feed_list[number - 1] = _random_feed(prog, seed + number - 1, steps, shared=True)
         try:
             want.append(_evaluate_original(prog, feed_list[number - 1], say.feed("original", number)))
         except _FailsOnFeed as failure:
-            raise VerifyError(
+            raise FailsBeforeAnyPass(
                 f"the program fails on a random feed before any pass: {first}; with every flexible dim "
                 f"at one size too: {failure}"
             ) from None
@@ -695,49 +743,73 @@ def compare_outputs(
     precision: str = "fp32",
 ) -> dict[str, OutputChange]:
     """Per output (by position; one list per feed): dtypes, shapes, largest change and status
-    (``same``, ``precision`` within :data:`TOLERANCE` of ``precision``, or ``changed``)."""
-    rtol, atol = TOLERANCE[precision]
+    (``same``, ``precision`` within :data:`TOLERANCE` of ``precision``, ``repaired`` (see
+    :func:`repaired_positions`), or ``changed``)."""
     result = {}
     for position, name in enumerate(names):
         name = name if name not in result else f"{name}#{position}"  # one var output twice
         before = [outputs[position] for outputs in want]
         after = [outputs[position] for outputs in got]
-        change = OutputChange(
-            name,
-            _dtype_name(before[0]),
-            _dtype_name(after[0]),
-            list(before[0].shape),
-            list(after[0].shape),
-            None,
-            None,
-            "same",
-        )
-        if any(b.shape != a.shape for b, a in zip(before, after)):
-            change.status = "changed"
-            result[name] = change
-            continue
-        exact = all(_identical(b, a) for b, a in zip(before, after))
-        if not exact and not all(array.dtype.kind in "biuf" for array in (*before, *after)):
-            change.status = "changed"  # a label: no change to measure
-            result[name] = change
-            continue
-        if exact:  # bit for bit (NaN for NaN): no change to measure
-            max_abs, scale = 0.0, 0.0
-        else:
-            max_abs = max(_max_abs(b, a) for b, a in zip(before, after))
-            scale = max(_scale(b) for b in before)
-        change.max_abs = max_abs
-        change.max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
-        if change.dtype_before != change.dtype_after:
-            change.status = "changed"
-        elif exact:
-            change.status = "same"
-        elif before[0].dtype.kind == "f" and (max_abs <= atol or change.max_rel <= rtol):
-            change.status = "precision"
-        else:
-            change.status = "changed"
+        change = _output_change(name, before, after, precision)
+        if change.status == "changed" and change.max_abs is not None and change.dtype_before == change.dtype_after:
+            repairs = [repaired_positions(b, a) for b, a in zip(before, after)]
+            repaired = sum(int(mask.sum()) for mask in repairs)
+            if repaired:
+                rest = _output_change(
+                    name, before, [np.where(m, b, a) for m, b, a in zip(repairs, before, after)], precision
+                )
+                if rest.status in ("same", "precision"):
+                    change = dataclasses.replace(rest, status="repaired", repaired=repaired)
         result[name] = change
     return result
+
+
+def repaired_positions(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Where a float output was NaN or infinite before and is finite after (all False when the two
+    are not float arrays of one dtype and shape). An output whose every other position compares as
+    usual (``same`` or ``precision``) was *repaired*, not changed: as when fp16's -inf causal mask
+    made an output NaN and a pass that keeps the mask finite runs before ``common::add_fp16_cast``."""
+    if before.dtype != after.dtype or before.shape != after.shape or before.dtype.kind != "f":
+        return np.zeros(before.shape, dtype=bool)
+    return ~np.isfinite(before) & np.isfinite(after)
+
+
+def _output_change(name: str, before: list[np.ndarray], after: list[np.ndarray], precision: str) -> OutputChange:
+    """One output's change over the feeds: ``same``, ``precision`` or ``changed``."""
+    rtol, atol = TOLERANCE[precision]
+    change = OutputChange(
+        name,
+        _dtype_name(before[0]),
+        _dtype_name(after[0]),
+        list(before[0].shape),
+        list(after[0].shape),
+        None,
+        None,
+        "same",
+    )
+    if any(b.shape != a.shape for b, a in zip(before, after)):
+        change.status = "changed"
+        return change
+    exact = all(_identical(b, a) for b, a in zip(before, after))
+    if not exact and not all(array.dtype.kind in "biuf" for array in (*before, *after)):
+        change.status = "changed"  # a label: no change to measure
+        return change
+    if exact:  # bit for bit (NaN for NaN): no change to measure
+        max_abs, scale = 0.0, 0.0
+    else:
+        max_abs = max(_max_abs(b, a) for b, a in zip(before, after))
+        scale = max(_scale(b) for b in before)
+    change.max_abs = max_abs
+    change.max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
+    if change.dtype_before != change.dtype_after:
+        change.status = "changed"
+    elif exact:
+        change.status = "same"
+    elif before[0].dtype.kind == "f" and (max_abs <= atol or change.max_rel <= rtol):
+        change.status = "precision"
+    else:
+        change.status = "changed"
+    return change
 
 
 def _dtype_name(array: np.ndarray) -> str:

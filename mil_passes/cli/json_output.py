@@ -55,17 +55,19 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
       "passes": [                                    # in pipeline order, up to the culprit
         {"name": "common::const_elimination", "seconds": 0.0012,
          "ops_before": 2, "ops_after": 1,            # non-const ops
-         "status": "changed",                        # same | precision | unchecked | changed | raised | invalid
+         "status": "changed",          # same | precision | repaired | unchecked | changed | raised | invalid
          "outputs": {"y": {"dtype_before": "fp32", "dtype_after": "int32",
                            "shape_before": [2], "shape_after": [2],
-                           "max_abs": 0.5, "max_rel": 0.0476}},   # null when the shapes differ
+                           "max_abs": 0.5, "max_rel": 0.0476,   # null when the shapes differ
+                           "repaired": 0}},                     # NaN/inf made finite (status repaired)
          "error": null,                              # one line for raised, invalid, unchecked
          "states": {},                               # a stateful model's states after each step, as outputs
          "evaluated": true,                          # false: the pass left the program as it was
          "function": "decode",                       # only in a multifunction model: the row's function
          "stage": "1"}                               # only in a pipeline: the row's stage (from 0)
       ],
-      "culprit": "common::const_elimination"          # the first changed/raised/invalid pass, or null
+      "culprit": "common::const_elimination",         # the first changed/raised/invalid pass, or null
+      "repaired": null                                # the first pass that made NaN/inf outputs finite, or null
     }
 
 ``Finding`` is ``{"rule": id, "severity": "error" | "warning" | "info", "op": op name,
@@ -143,6 +145,7 @@ def _change_json(change) -> dict:
         "shape_after": change.shape_after,
         "max_abs": change.max_abs,
         "max_rel": change.max_rel,
+        "repaired": change.repaired,
     }
 
 
@@ -173,4 +176,5 @@ def verify_json(verification: Verification) -> dict:
             for row in verification.rows
         ],
         "culprit": None if culprit is None else culprit.name,
+        "repaired": None if verification.repair is None else verification.repair.name,
     }

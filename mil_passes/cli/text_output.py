@@ -92,8 +92,14 @@ def format_summary(verification: Verification) -> str:
         where = f"{_where(culprit)}: " if _where(culprit) else ""
         return f"culprit: {where}{culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {reason}{rest}"
     counts = {status: sum(row.status == status for row in verification.rows) for status in STATUS_ORDER}
-    parts = [f"{counts[s]} {s}" for s in ("same", "precision", "unchecked") if counts[s]]
+    parts = [f"{counts[s]} {s}" for s in ("same", "precision", "repaired", "unchecked") if counts[s]]
+    repair = verification.repair
+    repaired = (
+        ""
+        if repair is None
+        else f"; {_where(repair) + ': ' if _where(repair) else ''}{repair.name} (pass {repair.index}) {repair.reason()}"
+    )
     return (
         f"no pass changed the outputs: {total} pass{'' if total == 1 else 'es'} ({', '.join(parts) or 'none run'}), "
-        f"{verification.seconds:.2f} s"
+        f"{verification.seconds:.2f} s{repaired}"
     )
