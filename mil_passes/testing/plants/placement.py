@@ -1,13 +1,20 @@
 """Plants of the Neural Engine rewrites: a gather by constant indices, a k=1 topk read for its
-index, a rank-5 matmul, a rank-5 elementwise op — each with the look-alikes its pass must leave
-(run-time indices, too many runs, values read, broadcast batch axes)."""
+index, a rank-5 matmul, a rank-5 elementwise op, a scatter into a rank-5 tensor — each with the
+look-alikes its pass must leave (run-time indices, too many runs, values read, broadcast batch
+axes, index tuples of 4 or 5 axes)."""
 
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import strategies as st
 
-from ...passes import elementwise_rank5_to_rank4, gather_to_slice, matmul_rank5_to_rank4, topk_to_argmax
+from ...passes import (
+    elementwise_rank5_to_rank4,
+    gather_to_slice,
+    matmul_rank5_to_rank4,
+    scatter_rank5_to_rank4,
+    topk_to_argmax,
+)
 from ..programs.grower import NUMERIC, SMALL_INT, Grower, dtype_of, is_static, numel, shape_of
 from ..programs.recipe import DTYPES, Ref
 
@@ -137,9 +144,43 @@ def plant_rank5_elementwise(g: Grower) -> list[Ref]:
     return g.emit(op_type, {"x": x, "y": y})
 
 
+def plant_rank5_scatter(g: Grower) -> list[Ref]:
+    """A scatter into a rank-5 tensor: ``scatter`` (indices of rank 1 or 2), ``scatter_along_axis``
+    or ``scatter_nd`` (index tuples of 1 to 5 axes: 4 and 5 are left), by ``update`` (repeated
+    indices: the last write wins) or ``add``; negative indices before iOS17."""
+    dtype = g.choose(FLOATS)
+    data_shape = tuple(g.draw(st.integers(1, 3)) for _ in range(5))
+    op_type = g.choose(("scatter", "scatter_along_axis", "scatter_nd"))
+    rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
+
+    def positions(shape: tuple[int, ...], size) -> np.ndarray:
+        drawn = rng.integers(0, size, size=shape)
+        return (drawn - size if not g.ios17 and g.chance(3) else drawn).astype(np.int32)
+
+    axis = g.draw(st.integers(0, 4))
+    args: dict = {"mode": g.choose(("update", "add"))}
+    if op_type == "scatter":
+        indices_shape = tuple(g.draw(st.integers(1, 3)) for _ in range(g.draw(st.integers(1, 2))))
+        args["indices"] = positions(indices_shape, data_shape[axis])
+        updates_shape = (*data_shape[:axis], *indices_shape, *data_shape[axis + 1 :])
+    elif op_type == "scatter_along_axis":
+        updates_shape = (*data_shape[:axis], g.draw(st.integers(1, 3)), *data_shape[axis + 1 :])
+        args["indices"] = positions(updates_shape, data_shape[axis])
+    else:
+        depth, rows = g.draw(st.integers(1, 5)), g.draw(st.integers(1, 3))
+        args["indices"] = positions((rows, depth), np.array(data_shape[:depth]))
+        updates_shape = (rows, *data_shape[depth:])
+    if op_type != "scatter_nd":
+        args["axis"] = g.ints(axis - 5 if g.draw(st.booleans()) else axis)
+    data = g.emit("identity", {"x": _seeded(g, dtype, data_shape)})[0]
+    updates = _seeded(g, dtype, updates_shape)
+    return g.emit(op_type, {"data": data, "updates": g.emit("identity", {"x": updates})[0], **args})
+
+
 PLACEMENT_PLANTS = {
     gather_to_slice.DECLARATION.name: plant_constant_gather,
     topk_to_argmax.DECLARATION.name: plant_top_index,
     matmul_rank5_to_rank4.DECLARATION.name: plant_rank5_matmul,
     elementwise_rank5_to_rank4.DECLARATION.name: plant_rank5_elementwise,
+    scatter_rank5_to_rank4.DECLARATION.name: plant_rank5_scatter,
 }
