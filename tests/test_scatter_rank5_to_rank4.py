@@ -76,7 +76,9 @@ def scatter(axis, indices, mode="update", opset=ct.target.iOS17, data=(2, 3, 4, 
     def build():
         @mb.program(input_specs=[mb.TensorSpec(data), mb.TensorSpec(updates)], opset_version=opset)
         def prog(x, u):
-            return mb.scatter(data=x, indices=indices, updates=u, axis=axis - len(data) * (axis % 2), mode=mode, name="s")
+            return mb.scatter(
+                data=x, indices=indices, updates=u, axis=axis - len(data) * (axis % 2), mode=mode, name="s"
+            )
 
         return prog
 

@@ -147,34 +147,37 @@ def plant_rank5_elementwise(g: Grower) -> list[Ref]:
 def plant_rank5_scatter(g: Grower) -> list[Ref]:
     """A scatter into a rank-5 tensor: ``scatter`` (indices of rank 1 or 2), ``scatter_along_axis``
     or ``scatter_nd`` (index tuples of 1 to 5 axes: 4 and 5 are left), by ``update`` (repeated
-    indices: the last write wins) or ``add``; negative indices before iOS17."""
+    indices: the last write wins) or ``add``; negative indices before iOS17. Sizes and indices come
+    from one drawn seed (few draws, as for :func:`_seeded`); data and updates are its own, unseen."""
     dtype = g.choose(FLOATS)
-    data_shape = tuple(g.draw(st.integers(1, 3)) for _ in range(5))
     op_type = g.choose(("scatter", "scatter_along_axis", "scatter_nd"))
     rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
+    data_shape = tuple(int(d) for d in rng.integers(1, 4, size=5))
+    negatives = not g.ios17 and g.chance(3)
 
     def positions(shape: tuple[int, ...], size) -> np.ndarray:
         drawn = rng.integers(0, size, size=shape)
-        return (drawn - size if not g.ios17 and g.chance(3) else drawn).astype(np.int32)
+        return (drawn - size if negatives else drawn).astype(np.int32)
 
     axis = g.draw(st.integers(0, 4))
     args: dict = {"mode": g.choose(("update", "add"))}
     if op_type == "scatter":
-        indices_shape = tuple(g.draw(st.integers(1, 3)) for _ in range(g.draw(st.integers(1, 2))))
+        indices_shape = tuple(int(d) for d in rng.integers(1, 4, size=rng.integers(1, 3)))
         args["indices"] = positions(indices_shape, data_shape[axis])
         updates_shape = (*data_shape[:axis], *indices_shape, *data_shape[axis + 1 :])
     elif op_type == "scatter_along_axis":
-        updates_shape = (*data_shape[:axis], g.draw(st.integers(1, 3)), *data_shape[axis + 1 :])
+        updates_shape = (*data_shape[:axis], int(rng.integers(1, 4)), *data_shape[axis + 1 :])
         args["indices"] = positions(updates_shape, data_shape[axis])
     else:
-        depth, rows = g.draw(st.integers(1, 5)), g.draw(st.integers(1, 3))
+        depth, rows = axis + 1, int(rng.integers(1, 4))
         args["indices"] = positions((rows, depth), np.array(data_shape[:depth]))
         updates_shape = (rows, *data_shape[depth:])
     if op_type != "scatter_nd":
         args["axis"] = g.ints(axis - 5 if g.draw(st.booleans()) else axis)
     data = g.emit("identity", {"x": _seeded(g, dtype, data_shape)})[0]
-    updates = _seeded(g, dtype, updates_shape)
-    return g.emit(op_type, {"data": data, "updates": g.emit("identity", {"x": updates})[0], **args})
+    updates = g.emit("identity", {"x": _seeded(g, dtype, updates_shape)})[0]
+    g.scopes[-1][:] = [ref for ref in g.scopes[-1] if ref not in (data, updates)]
+    return g.emit(op_type, {"data": data, "updates": updates, **args})
 
 
 PLACEMENT_PLANTS = {
