@@ -148,7 +148,7 @@ def plant_rank5_scatter(g: Grower) -> list[Ref]:
     """A scatter into a rank-5 tensor: ``scatter`` (indices of rank 1 or 2), ``scatter_along_axis``
     or ``scatter_nd`` (index tuples of 1 to 5 axes: 4 and 5 are left), by ``update`` (repeated
     indices: the last write wins) or ``add``; negative indices before iOS17. Sizes and indices come
-    from one drawn seed (few draws, as for :func:`_seeded`); data and updates are its own, unseen."""
+    from one drawn seed (few draws, as for :func:`_seeded`)."""
     dtype = g.choose(FLOATS)
     op_type = g.choose(("scatter", "scatter_along_axis", "scatter_nd"))
     rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
@@ -176,7 +176,6 @@ def plant_rank5_scatter(g: Grower) -> list[Ref]:
         args["axis"] = g.ints(axis - 5 if g.draw(st.booleans()) else axis)
     data = g.emit("identity", {"x": _seeded(g, dtype, data_shape)})[0]
     updates = g.emit("identity", {"x": _seeded(g, dtype, updates_shape)})[0]
-    g.scopes[-1][:] = [ref for ref in g.scopes[-1] if ref not in (data, updates)]
     return g.emit(op_type, {"data": data, "updates": updates, **args})
 
 
