@@ -33,7 +33,7 @@ def schedule_table() -> str:
     from .lint.catalog import RULES
 
     def rules(name: str) -> str:
-        return ", ".join(f"`{rule.id}`" for rule in RULES.values() if rule.fix == name) or "—"
+        return ", ".join(f"`{rule.id}`" for rule in RULES.values() if name in rule.fix.split(", ")) or "—"
 
     rows = ["| rank | pass | goes before | why there | lint rules |", "|---|---|---|---|---|"]
     for name, slot in pipeline_order(declared()):

@@ -17,6 +17,7 @@ PLANTED = (
     "webnn::band_part_difference_to_select",
     "webnn::gather_to_slice",
     "webnn::matmul_rank5_to_rank4",
+    "webnn::scatter_rank5_to_rank4",
     "webnn::topk_to_argmax",
 )
 

@@ -1,13 +1,20 @@
 """Plants of the Neural Engine rewrites: a gather by constant indices, a k=1 topk read for its
-index, a rank-5 matmul, a rank-5 elementwise op — each with the look-alikes its pass must leave
-(run-time indices, too many runs, values read, broadcast batch axes)."""
+index, a rank-5 matmul, a rank-5 elementwise op, a scatter into a rank-5 tensor — each with the
+look-alikes its pass must leave (run-time indices, too many runs, values read, broadcast batch
+axes, index tuples of 4 or 5 axes)."""
 
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import strategies as st
 
-from ...passes import elementwise_rank5_to_rank4, gather_to_slice, matmul_rank5_to_rank4, topk_to_argmax
+from ...passes import (
+    elementwise_rank5_to_rank4,
+    gather_to_slice,
+    matmul_rank5_to_rank4,
+    scatter_rank5_to_rank4,
+    topk_to_argmax,
+)
 from ..programs.grower import NUMERIC, SMALL_INT, Grower, dtype_of, is_static, numel, shape_of
 from ..programs.recipe import DTYPES, Ref
 
@@ -137,9 +144,45 @@ def plant_rank5_elementwise(g: Grower) -> list[Ref]:
     return g.emit(op_type, {"x": x, "y": y})
 
 
+def plant_rank5_scatter(g: Grower) -> list[Ref]:
+    """A scatter into a rank-5 tensor: ``scatter`` (indices of rank 1 or 2), ``scatter_along_axis``
+    or ``scatter_nd`` (index tuples of 1 to 5 axes: 4 and 5 are left), by ``update`` (repeated
+    indices: the last write wins) or ``add``; negative indices before iOS17. Sizes and indices come
+    from one drawn seed (few draws, as for :func:`_seeded`)."""
+    dtype = g.choose(FLOATS)
+    op_type = g.choose(("scatter", "scatter_along_axis", "scatter_nd"))
+    rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
+    data_shape = tuple(int(d) for d in rng.integers(1, 4, size=5))
+    negatives = not g.ios17 and g.chance(3)
+
+    def positions(shape: tuple[int, ...], size) -> np.ndarray:
+        drawn = rng.integers(0, size, size=shape)
+        return (drawn - size if negatives else drawn).astype(np.int32)
+
+    axis = g.draw(st.integers(0, 4))
+    args: dict = {"mode": g.choose(("update", "add"))}
+    if op_type == "scatter":
+        indices_shape = tuple(int(d) for d in rng.integers(1, 4, size=rng.integers(1, 3)))
+        args["indices"] = positions(indices_shape, data_shape[axis])
+        updates_shape = (*data_shape[:axis], *indices_shape, *data_shape[axis + 1 :])
+    elif op_type == "scatter_along_axis":
+        updates_shape = (*data_shape[:axis], int(rng.integers(1, 4)), *data_shape[axis + 1 :])
+        args["indices"] = positions(updates_shape, data_shape[axis])
+    else:
+        depth, rows = axis + 1, int(rng.integers(1, 4))
+        args["indices"] = positions((rows, depth), np.array(data_shape[:depth]))
+        updates_shape = (rows, *data_shape[depth:])
+    if op_type != "scatter_nd":
+        args["axis"] = g.ints(axis - 5 if g.draw(st.booleans()) else axis)
+    data = g.emit("identity", {"x": _seeded(g, dtype, data_shape)})[0]
+    updates = g.emit("identity", {"x": _seeded(g, dtype, updates_shape)})[0]
+    return g.emit(op_type, {"data": data, "updates": updates, **args})
+
+
 PLACEMENT_PLANTS = {
     gather_to_slice.DECLARATION.name: plant_constant_gather,
     topk_to_argmax.DECLARATION.name: plant_top_index,
     matmul_rank5_to_rank4.DECLARATION.name: plant_rank5_matmul,
     elementwise_rank5_to_rank4.DECLARATION.name: plant_rank5_elementwise,
+    scatter_rank5_to_rank4.DECLARATION.name: plant_rank5_scatter,
 }
