@@ -45,7 +45,7 @@ def without_placement(findings):
     rejection a pass fixes stays: it is what that pass answers."""
     from mil_passes.lint.placement import RULES
 
-    placement = {rule.id for rule in RULES if not (rule.whole_model and rule.fix_pass)}
+    placement = {rule.id for rule in RULES if not (rule.whole_model and rule.fix_passes)}
     return [f for f in findings if (f["rule"] if isinstance(f, dict) else f.rule) not in placement]
 
 

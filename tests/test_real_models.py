@@ -101,7 +101,9 @@ def test_converts_and_agrees_with_torch(name, pipeline, precision):
 def test_the_pipeline_never_predicts_more_off_the_neural_engine_than_default(name):
     """At fp16 (what runs on the Neural Engine): ops off it and segments, by lint's prediction."""
     placements = [lint_report(fp16_conversion(name, p)._mil_program)[1] for p in PIPELINES]
-    (before, after) = [(p.off_ane, len(p.segments)) for p in placements]
+    # What the rules take off: the tiny configs fall under ane-small-graph, the planner's whole-graph cost
+    # decision, which puts every op on the CPU under either pipeline.
+    (before, after) = [(p.off_ane - p.by_cost, len(p.segments)) for p in placements]
     assert after[0] <= before[0] and after[1] <= before[1], (before, after)
 
 
