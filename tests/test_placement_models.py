@@ -33,14 +33,14 @@ def prepared(name):
 
 @functools.lru_cache(maxsize=None)
 def measured(name: str, pipeline: str) -> tuple[int, int, float]:
-    """Ops off the Neural Engine but for the whole-graph cost decision, segments, and the largest error
-    against torch, at fp16."""
+    """Ops off the Neural Engine and segments as the rules make them (the whole-graph cost decision
+    aside), and the largest error against torch, at fp16."""
     ready = prepared(name)
     mlmodel = convert(ready.model, ready.traced, ready.inputs, fp16=True, pass_pipeline=pass_pipeline(pipeline))
     _, placement = lint_report(mlmodel._mil_program)
     # What the rules take off: these small configs fall under ane-small-graph (weights under 1 MiB), the
     # planner's whole-graph cost decision, which puts every op on the CPU under either pipeline.
-    return placement.off_by_rules, len(placement.segments), max_error(mlmodel, ready.trials[:1])  # the example shape
+    return placement.off_by_rules, placement.rule_segments, max_error(mlmodel, ready.trials[:1])  # the example shape
 
 
 @pytest.mark.parametrize("name", NAN_UNDER_DEFAULT)
