@@ -4,8 +4,12 @@ The program's outputs are computed by the reference interpreter on random feeds,
 pass and again after each pass of the pipeline, on a working copy. Each pass gets a
 :class:`PassRow`: its time, the non-const op count before and after, and per output the dtype,
 shape and largest change against the original. The first pass that changes an output beyond the
-program's precision, raises, or leaves a program that fails ``validate()`` is the *culprit*; the
-run stops there.
+program's precision, raises, or leaves a program that fails ``validate()`` is the *culprit*. A pass
+that raises or leaves an invalid program ends the run; after a change the run goes on, and a later
+pass that brings the outputs back within precision (or repairs them) *restores* it: the changed
+rows before it are no culprits (:attr:`PassRow.restored_by`), since only the pipeline's result is
+what a converted model computes (``common::add_fp16_cast`` turning a mask NaN, and
+``webnn::finite_mask_sentinels`` after it making it finite again).
 
 Statuses, worst last: ``same`` (bit for bit), ``unchecked`` (the interpreter has no kernel for an
 op the pass made; the next pass is compared again), ``precision`` (float outputs differ within
@@ -74,6 +78,10 @@ __all__ = [
 #: most ``atol`` or at most ``rtol`` times its largest magnitude before.
 TOLERANCE: dict[str, tuple[float, float]] = {"fp32": (1e-4, 1e-5), "fp16": (1e-2, 1e-2)}
 CULPRIT_STATUSES = ("changed", "raised", "invalid")
+#: Statuses that end a run: the program cannot go on through the pipeline.
+ENDING_STATUSES = ("raised", "invalid")
+#: Statuses that restore the outputs after a change.
+RESTORING_STATUSES = ("same", "precision", "repaired")
 STATUS_ORDER = ("same", "unchecked", "precision", "repaired", "changed", "invalid", "raised")
 #: Predictions per feed for a stateful program.
 DEFAULT_STEPS = 4
@@ -201,10 +209,12 @@ class PassRow:
     evaluated: bool = True  # False: the pass left the program as it was; the last outputs stand
     function: str | None = None  # the function of a multifunction model the row is about
     stage: str | None = None  # the stage of a pipeline the row is about
+    #: The pass (its row) after which a change of this row was gone again, or None
+    restored_by: PassRow | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_culprit(self) -> bool:
-        return self.status in CULPRIT_STATUSES
+        return self.status in CULPRIT_STATUSES and self.restored_by is None
 
     def reason(self) -> str:
         """The error, or the first output that changed."""
@@ -220,7 +230,8 @@ class PassRow:
 
 @dataclass
 class Verification:
-    """A verify run: the pipeline, how many feeds, a row per pass that ran (stops at the culprit)."""
+    """A verify run: the pipeline, how many feeds, a row per pass that ran (all, unless one raised or left
+    an invalid program)."""
 
     pipeline: str
     pass_names: list[str]
@@ -241,6 +252,11 @@ class Verification:
     def repair(self) -> PassRow | None:
         """The first row ``repaired``: the pass that made non-finite outputs finite, or None."""
         return next((row for row in self.rows if row.status == "repaired"), None)
+
+    @property
+    def restored(self) -> PassRow | None:
+        """The first row whose change a later pass undid, or None."""
+        return next((row for row in self.rows if row.restored_by is not None), None)
 
 
 def verify_program(
@@ -297,8 +313,9 @@ def verify_program(
         rows.append(row)
         if on_row is not None:
             on_row(row)
-        if row.is_culprit:
+        if row.status in ENDING_STATUSES:
             break
+    _mark_restored(rows)
     return Verification(
         _label(pipeline, resolved),
         list(resolved.passes),
@@ -309,6 +326,18 @@ def verify_program(
         steps=steps,
         shared_sizes=shared_sizes,
     )
+
+
+def _mark_restored(rows: list[PassRow]) -> None:
+    """Give each run of ``changed`` rows the row after it that compares as unchanged again."""
+    changed: list[PassRow] = []
+    for row in rows:
+        if row.status == "changed":
+            changed.append(row)
+        elif row.status in RESTORING_STATUSES:
+            for earlier in changed:
+                earlier.restored_by = row
+            changed = []
 
 
 def _label(pipeline, resolved: PassPipeline) -> str:

@@ -338,6 +338,21 @@ def test_a_graph_too_small_for_the_neural_engine_runs_on_the_cpu_by_cost():
     assert placement.as_dict()["runs"][0]["cost"] is True
 
 
+def test_under_the_cost_decision_the_rules_still_count_what_they_take_off_and_their_segments(monkeypatch):
+    three = one((1, 64), lambda x: mb.relu(x=mb.topk(x=mb.relu(x=x), k=2, axis=-1)[0]))
+    small = segments_of(three)  # every op on the CPU: the topk by its rule, the relus by cost
+    assert (small.off_ane, small.by_cost, len(small.segments), small.off_by_rules, small.rule_segments) == (
+        3,
+        2,
+        1,
+        1,
+        3,
+    )
+    monkeypatch.setattr(program_rules, "SMALL_GRAPH_BYTES", 0)
+    placement = segments_of(three)
+    assert (placement.off_ane, len(placement.segments), placement.off_by_rules, placement.rule_segments) == (1, 3, 1, 3)
+
+
 def test_relu_topk_relu_is_three_segments_and_an_all_ane_program_one(any_size):
     three = one((1, 64), lambda x: mb.relu(x=mb.topk(x=mb.relu(x=x), k=2, axis=-1)[0]))
     placement = segments_of(three)

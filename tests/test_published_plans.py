@@ -82,6 +82,16 @@ def test_a_state_written_at_run_time_positions_rejects_the_whole_model():
     assert len(placement.segments) == 1 and placement.confidence == {"coreml": placement.ops}
 
 
+def test_a_case_holds_the_placement_of_another_model_and_names_the_ops_that_differ():
+    (decode,) = [case for case in CASES if case.case.startswith("stateful decode")]
+    smaller = compare(decode, lint_report(published.stateful_decoder(layers=1))[1])
+    assert smaller.agrees and smaller.compared == smaller.placement.ops and smaller.differing == ()
+    (detr,) = [case for case in CASES if case.case.startswith("DETR")]
+    held = compare(detr, smaller.placement)  # the rejected decoder's linears and adds, on the ANE in DETR's plan
+    assert not held.agrees and held.agreeing == held.compared - len(held.differing)
+    assert {(place.op_type, place.why) for place in held.differing} == {("add", "model"), ("linear", "model")}
+
+
 def test_a_state_not_a_multiple_of_32_wide_takes_the_model_off_its_reads_writes_and_updates_too():
     specs = [mb.StateTensorSpec((1, 4, 270), dtype=types.fp16), mb.TensorSpec((1, 4, 64), dtype=types.fp16)]
 

@@ -157,8 +157,10 @@ def test_const_elimination_int32_is_named():
     assert (change.dtype_before, change.dtype_after) == ("fp32", "int32")
     assert change.max_abs == pytest.approx(0.5)
     assert "became int32 (was fp32)" in culprit.reason()
-    assert verification.rows[-1] is culprit  # stops there
-    assert all(row.status == "same" for row in verification.rows[:-1])
+    later = verification.rows[culprit.index :]  # the run goes on: no later pass undoes the change
+    assert len(verification.rows) == len(PassPipeline.DEFAULT.passes)
+    assert {row.status for row in later} == {"changed"} and culprit.restored_by is None
+    assert all(row.status == "same" for row in verification.rows[: culprit.index - 1])
 
 
 def test_const_elimination_raising_variant_is_named():
@@ -211,7 +213,48 @@ def test_a_value_change_names_the_pass():
     assert verification.pipeline == ",".join(pipeline)
     assert (culprit.index, culprit.name, culprit.status) == (2, "verify_test::add_becomes_sub", "changed")
     assert culprit.outputs["out"].max_abs == pytest.approx(0.2, rel=1e-5)
-    assert len(verification.rows) == 2
+    assert [row.status for row in verification.rows] == ["same", "changed", "changed"]
+
+
+@register_pass(namespace="verify_test")
+class sub_becomes_add(AbstractGraphPass):
+    """Every ``sub`` becomes ``add``: undoes ``add_becomes_sub``."""
+
+    def apply(self, prog):
+        block = prog.functions["main"]
+        for op in list(block.operations):
+            if op.op_type == "sub":
+                with block:
+                    new = mb.add(x=op.x, y=op.y, before_op=op, name=op.name + "_add")
+                block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
+                block.remove_ops([op])
+
+
+def test_a_change_a_later_pass_undoes_is_no_culprit(capsys, tmp_path):
+    """Only the pipeline's result is what a converted model computes: the changed rows stay ``changed``
+    and name the pass that undid them; nothing is a culprit."""
+
+    def add_chain():
+        @mb.program(input_specs=[mb.TensorSpec((2, 3), dtype=types.fp32)], opset_version=ct.target.iOS17)
+        def prog(x):
+            h = mb.mul(x=mb.add(x=mb.relu(x=x), y=np.float32(0.2)), y=np.float32(1.0))  # noop_elimination: * 1
+            return mb.add(x=h, y=np.float32(0.5), name="out")
+
+        return prog
+
+    pipeline = ["verify_test::add_becomes_sub", "common::noop_elimination", "verify_test::sub_becomes_add"]
+    verification = verify_program(add_chain(), pipeline)
+    assert [row.status for row in verification.rows] == ["changed", "changed", "same"]
+    assert verification.culprit is None and verification.restored is verification.rows[0]
+    assert [row.restored_by for row in verification.rows[:2]] == [verification.rows[2]] * 2
+    summary = format_summary(verification)
+    assert summary.startswith("the pipeline keeps the outputs: 3 passes (1 same, 2 undone), ")
+    assert summary.endswith(
+        "; verify_test::add_becomes_sub (pass 1) output 'out' changed by up to 1.4 (rel 0.56), and "
+        "verify_test::sub_becomes_add (pass 3) undid it"
+    )
+    undone = verify_program(add_chain(), [*pipeline, "verify_test::add_becomes_sub"])
+    assert undone.culprit is undone.rows[3]  # a change after the undoing one is a culprit again
 
 
 @pytest.fixture
@@ -356,7 +399,7 @@ def test_formatting_rows_and_summary():
     assert "common::const_elimination" in line and "2 -> 1" in line and "fp32[2] -> int32[2]" in line
     summary = format_summary(verification)
     assert summary.startswith(f"culprit: common::const_elimination (pass 11 of {DEFAULT_LENGTH}) changed")
-    assert f"{DEFAULT_LENGTH - 11} later passes not run" in summary
+    assert "later passes not run" not in summary  # the run goes on after a change
     assert format_summary(verify_program(fp32_chain(), "empty")).startswith("no pass changed the outputs: 0 passes")
 
 
@@ -382,7 +425,8 @@ def test_verify_package_names_const_elimination(const_elimination_package):
 def test_cli_names_the_culprit(capsys, const_elimination_package):
     status, out, err = run(capsys, "verify", const_elimination_package)
     assert status == 1 and err == ""
-    assert "common::const_elimination" in out.splitlines()[-2] and "int32" in out.splitlines()[-2]
+    row = next(line for line in out.splitlines() if "common::const_elimination" in line)
+    assert "int32" in row and "changed" in row
     assert out.splitlines()[-1].startswith(
         f"culprit: common::const_elimination (pass 11 of {DEFAULT_LENGTH}) changed: output 'y' became int32 (was fp32)"
     )
@@ -408,7 +452,7 @@ def test_cli_json(capsys, const_elimination_package):
         2,
         str(const_elimination_package),
     )
-    last = document["passes"][-1]
+    last = next(row for row in document["passes"] if row["name"] == document["culprit"])
     assert set(last) == {
         "name",
         "seconds",
@@ -419,11 +463,13 @@ def test_cli_json(capsys, const_elimination_package):
         "error",
         "states",
         "evaluated",
+        "restored_by",
     }
     assert document["steps"] == 1 and last["states"] == {}  # no states: one prediction per feed
     assert last["evaluated"] is True and document["passes"][0]["evaluated"] is False  # the first pass changes nothing
     assert last["outputs"]["y"]["dtype_after"] == "int32" and last["outputs"]["y"]["shape_before"] == [2]
-    assert [row["name"] for row in document["passes"]] == PassPipeline.DEFAULT.passes[:11]
+    assert [row["name"] for row in document["passes"]] == PassPipeline.DEFAULT.passes  # the run goes on
+    assert {row["restored_by"] for row in document["passes"]} == {None}
 
 
 def test_cli_exit_0_when_nothing_changes(capsys, const_elimination_package):

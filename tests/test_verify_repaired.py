@@ -100,3 +100,34 @@ def test_the_command_exits_0_and_reports_the_repair(tmp_path, capsys):
     (row,) = document["passes"]
     assert row["status"] == "repaired" and row["outputs"]["weights"]["repaired"] > 0
     assert document["culprit"] is None and document["repaired"] == "webnn::band_part_difference_to_select"
+
+
+def padding_mask_softmax():
+    """T5's ``(1 - mask) * finfo(float32).min`` added to scores: fp32, finite; after
+    ``common::add_fp16_cast`` the sentinel is -inf and ``0 * -inf`` NaN wherever the mask is 1."""
+
+    @mb.program(
+        input_specs=[mb.TensorSpec((1, 4, 4), dtype=types.fp32), mb.TensorSpec((1, 1, 4), dtype=types.fp32)],
+        opset_version=ct.target.iOS17,
+    )
+    def prog(scores, mask):
+        bias = mb.mul(x=mb.sub(x=np.float32(1), y=mask), y=np.finfo(np.float32).min)
+        return mb.softmax(x=mb.add(x=scores, y=bias), axis=-1, name="weights")
+
+    return prog
+
+
+def test_a_later_pass_that_undoes_add_fp16_casts_nan_leaves_no_culprit():
+    """Under DEFAULT, add_fp16_cast is the culprit; under mil_passes, finite_mask_sentinels makes the
+    mask finite again later in the pipeline, and the pipeline's result is the original's within fp16."""
+    feeds = [
+        {"scores": np.linspace(-2, 2, 16, dtype=np.float32).reshape(1, 4, 4), "mask": f32(1, 1, 0, 1).reshape(1, 1, 4)}
+    ]
+    assert verify_program(padding_mask_softmax(), "default", feeds=feeds).culprit.name == "common::add_fp16_cast"
+    verification = verify_program(padding_mask_softmax(), "mil_passes", feeds=feeds)
+    assert verification.culprit is None
+    assert (verification.restored.name, verification.restored.restored_by.name) == (
+        "common::add_fp16_cast",
+        "webnn::finite_mask_sentinels",
+    )
+    assert "webnn::finite_mask_sentinels" in format_summary(verification) and "undid it" in format_summary(verification)

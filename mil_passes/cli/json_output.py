@@ -52,7 +52,7 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
       "input": "in.mlpackage", "pipeline": "default", "feeds": 3,
       "steps": 4,                                    # predictions per feed (1 unless the model has states)
       "shared_sizes": null,                          # or why random feeds have every flexible dim at one size
-      "passes": [                                    # in pipeline order, up to the culprit
+      "passes": [                                    # in pipeline order; all, unless one raised or was invalid
         {"name": "common::const_elimination", "seconds": 0.0012,
          "ops_before": 2, "ops_after": 1,            # non-const ops
          "status": "changed",          # same | precision | repaired | unchecked | changed | raised | invalid
@@ -63,10 +63,12 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
          "error": null,                              # one line for raised, invalid, unchecked
          "states": {},                               # a stateful model's states after each step, as outputs
          "evaluated": true,                          # false: the pass left the program as it was
+         "restored_by": null,                        # a later pass that undid this change, or null
          "function": "decode",                       # only in a multifunction model: the row's function
          "stage": "1"}                               # only in a pipeline: the row's stage (from 0)
       ],
-      "culprit": "common::const_elimination",         # the first changed/raised/invalid pass, or null
+      "culprit": "common::const_elimination",         # the first changed/raised/invalid pass no later pass
+                                                      # undid, or null
       "repaired": null                                # the first pass that made NaN/inf outputs finite, or null
     }
 
@@ -170,6 +172,7 @@ def verify_json(verification: Verification) -> dict:
                 "error": row.error,
                 "states": {name: _change_json(change) for name, change in row.states.items()},
                 "evaluated": row.evaluated,
+                "restored_by": None if row.restored_by is None else row.restored_by.name,
                 **({"function": row.function} if row.function is not None else {}),
                 **({"stage": row.stage} if row.stage is not None else {}),
             }

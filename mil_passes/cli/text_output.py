@@ -82,24 +82,36 @@ def _where(row: PassRow) -> str:
 
 
 def format_summary(verification: Verification) -> str:
-    """The last line: the culprit and why, or how many passes kept the outputs."""
+    """The last line: the culprit and why, or how many passes kept the outputs (and which pass
+    repaired them, or undid a change of an earlier one)."""
     total = len(verification.pass_names)
     culprit = verification.culprit
     if culprit is not None:
-        left = total - culprit.index
+        last = max(row.index for row in verification.rows if _where(row) == _where(culprit))
+        left = total - last
         rest = f"; {left} later pass{'es' if left != 1 else ''} not run" if left else ""
         reason = culprit.reason().rstrip(".")
         where = f"{_where(culprit)}: " if _where(culprit) else ""
         return f"culprit: {where}{culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {reason}{rest}"
     counts = {status: sum(row.status == status for row in verification.rows) for status in STATUS_ORDER}
-    parts = [f"{counts[s]} {s}" for s in ("same", "precision", "repaired", "unchecked") if counts[s]]
-    repair = verification.repair
-    repaired = (
-        ""
-        if repair is None
-        else f"; {_where(repair) + ': ' if _where(repair) else ''}{repair.name} (pass {repair.index}) {repair.reason()}"
-    )
+    counts["undone"] = counts.pop("changed")  # none is a culprit: a later pass undid each
+    parts = [f"{counts[s]} {s}" for s in ("same", "precision", "repaired", "undone", "unchecked") if counts[s]]
+    head, notes = "no pass changed the outputs", ""
+    restored = verification.restored
+    if restored is not None and restored.restored_by is not None:
+        head = "the pipeline keeps the outputs"
+        notes += (
+            f"; {_located(restored)} {restored.reason().rstrip('.')}, and {_located(restored.restored_by)} undid it"
+        )
+    if verification.repair is not None:
+        notes += f"; {_located(verification.repair)} {verification.repair.reason()}"
     return (
-        f"no pass changed the outputs: {total} pass{'' if total == 1 else 'es'} ({', '.join(parts) or 'none run'}), "
-        f"{verification.seconds:.2f} s{repaired}"
+        f"{head}: {total} pass{'' if total == 1 else 'es'} ({', '.join(parts) or 'none run'}), "
+        f"{verification.seconds:.2f} s{notes}"
     )
+
+
+def _located(row: PassRow) -> str:
+    """``function 'decode': common::add_fp16_cast (pass 59)``."""
+    where = _where(row)
+    return f"{where + ': ' if where else ''}{row.name} (pass {row.index})"

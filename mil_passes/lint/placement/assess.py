@@ -124,6 +124,14 @@ class Placement:
     confidence: dict[str, int] = field(default_factory=dict)  # confidence key -> ops predicted on it
     places: list[OpPlace] = field(default_factory=list)  # each op, in program order
     copies: int = 0  # pairs of segments one passes a value to the other
+    rule_segments: int = 0  # the segments the rules make: as ``segments``, the ops off by cost on the ANE
+
+    @property
+    def off_by_rules(self) -> int:
+        """Ops off the Neural Engine but for Core ML's cost decisions: what the rules take off (with the
+        glue joining their islands, or every op when the model is rejected). A small model's placement is
+        its cost decision (``ane-small-graph``: every op on the CPU); this is what stays off at any size."""
+        return self.off_ane - self.by_cost
 
     def as_dict(self) -> dict:
         return {
@@ -340,15 +348,20 @@ def _join_glue(graph: _Graph) -> None:
                         break
 
 
-def _sides(graph: _Graph) -> dict[Operation, str]:
+def _sides(graph: _Graph, costs: bool = True) -> dict[Operation, str]:
     """Each op's side for the segments: an unknown op takes the side of its first judged producer, else
-    of its first judged reader, else the Neural Engine's."""
+    of its first judged reader, else the Neural Engine's. ``costs=False``: an op off by cost counts on
+    the Neural Engine (the rules' segments)."""
+
+    def side_of(place: OpPlace) -> str:
+        return ANE if not costs and place.why == BY_COST else place.side
+
     sides = {}
     for op, place in graph.places.items():
-        side = place.side
+        side = side_of(place)
         if side == UNJUDGED:
             producers, readers = graph.neighbours(op)
-            judged = [n.side for n in producers + readers if n.side != UNJUDGED]
+            judged = [side_of(n) for n in producers + readers if n.side != UNJUDGED]
             side = judged[0] if judged else ANE
         sides[op] = side
     return sides
@@ -397,6 +410,7 @@ def _summarize(graph: _Graph, placement: Placement) -> None:
     whole = all(place.why == BY_MODEL for place in places.values())
     sides = _sides(graph)
     groups = _segments(graph, sides, whole)
+    placement.rule_segments += len(_segments(graph, _sides(graph, costs=False), whole))
     segment_of = {op: number for number, group in enumerate(groups) for op in group}
     crossings = {(segment_of[p], segment_of[op]) for op in graph.ops for p in graph.producers[op]}
     placement.copies += sum(1 for a, b in crossings if a != b)

@@ -18,7 +18,7 @@ import coremltools as ct
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import Program, types
 
-from ...lint.placement import Placement
+from ...lint.placement import OpPlace, Placement
 
 FP16, FP32, INT32 = types.fp16, types.fp32, types.int32
 ANE, CPU, GPU = "ane", "cpu", "gpu"
@@ -525,6 +525,7 @@ class Compared:
     placement: Placement
     compared: int  # ops with published truth
     agreeing: int
+    differing: tuple[OpPlace, ...] = ()  # the ops lint places on the other side
 
     @property
     def counts(self) -> dict[str, int]:
@@ -544,20 +545,23 @@ def truth_of(case: Published, name: str, op_type: str) -> str | None:
     return case.whole or case.ops.get(name) or case.ops.get(op_type)
 
 
-def compare(case: Published) -> Compared:
-    """Lint ``case``'s rebuilt model and hold each op with published truth to it (the CPU and the GPU
-    are one side for lint: off the Neural Engine)."""
+def compare(case: Published, placement: Placement | None = None) -> Compared:
+    """Lint ``case``'s rebuilt model (or take ``placement``, lint's prediction for another model of the
+    same form) and hold each op with published truth to it (the CPU and the GPU are one side for lint:
+    off the Neural Engine)."""
     from ...lint import lint_report
 
-    _, placement = lint_report(case.build())
-    compared = agreeing = 0
+    if placement is None:
+        _, placement = lint_report(case.build())
+    compared, differing = 0, []
     for place in placement.places:
         truth = truth_of(case, place.name, place.op_type)
         if truth is None:
             continue
         compared += 1
-        agreeing += place.side == ("ane" if truth == ANE else "off")
-    return Compared(case, placement, compared, agreeing)
+        if place.side != ("ane" if truth == ANE else "off"):
+            differing.append(place)
+    return Compared(case, placement, compared, compared - len(differing), tuple(differing))
 
 
 def truth_table(results: list[Compared]) -> str:

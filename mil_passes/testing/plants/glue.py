@@ -91,8 +91,33 @@ def plant_guarded_gather(g: Grower) -> list[Ref]:
     return g.emit("gather", {"x": table, "indices": index16, "axis": g.ints(0)})
 
 
+def plant_one_hot_gather(g: Grower) -> list[Ref]:
+    """A gather from a constant table by the fp16 guard ``gather_index_guard_in_fp16`` leaves: int16
+    ids in range cast to fp16, ``select(ids >= 0, minimum(ids, D), ids + D)``, cast to int16; now and
+    then non-negative ids gathered without the guard, or a table holding -0 or inf (left)."""
+    if not g.ios17:
+        return []
+    rows, width = g.draw(st.integers(1, 12)), g.draw(st.integers(1, 3))
+    table = seeded(g, g.choose(("fp16", "fp32")), (rows, width))
+    if g.chance(6):
+        table[0, 0] = g.choose((-0.0, np.inf))
+    rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
+    guarded = not g.chance(6)
+    values = rng.integers(-rows if guarded else 0, rows, (g.draw(st.integers(1, 4)),)).astype(np.int16)
+    ids = g.emit("cast", {"x": g.emit("identity", {"x": values})[0], "dtype": np.str_("fp16")})[0]
+    index = ids
+    if guarded:
+        keep = g.emit("greater_equal", {"x": ids, "y": np.float16(0)})[0]
+        wrapped = g.emit("add", {"x": ids, "y": np.float16(rows)})[0]
+        capped = g.emit("minimum", {"x": ids, "y": np.float16(rows)})[0]
+        index = g.emit("select", {"cond": keep, "a": capped, "b": wrapped})[0]
+    index16 = g.emit("cast", {"x": index, "dtype": np.str_("int16")})[0]
+    return g.emit("gather", {"x": table, "indices": index16, "axis": g.ints(0)})
+
+
 GLUE_PLANTS = {
     "cast_before_data_movement": plant_moved_cast,
     "tiled_gather_to_gather": plant_tiled_gather,
     "gather_index_guard_in_fp16": plant_guarded_gather,
+    "gather_to_one_hot_matmul": plant_one_hot_gather,
 }

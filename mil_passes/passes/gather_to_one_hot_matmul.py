@@ -1,0 +1,183 @@
+"""``webnn::gather_to_one_hot_matmul``: a run-time gather from a small constant table as a one-hot
+matmul, which the Neural Engine runs.
+
+Given (an embedding lookup of a table of D rows, its index already an integer in fp16, as
+``webnn::gather_index_guard_in_fp16`` leaves it)::
+
+    %rows = gather(x=%table, indices=cast(x=%index_fp16, dtype="int16"), axis=0)   # %table: (D, H)
+
+Result::
+
+    %rows_index = expand_dims(x=%index_fp16, axes=[-1])
+    %rows_hit = equal(x=%rows_index, y=[0, 1, …, D-1])                  # fp16
+    %rows_one_hot = cast(x=%rows_hit, dtype="fp16")                     # the table's dtype
+    %rows = matmul(x=%rows_one_hot, y=%table)
+
+Core ML runs a gather on the CPU (roboflow/rf-detr#1495; pytorch/executorch#19252 lists
+``ios17.gather``); FluidInference/mobius publishes this rewrite, a gather as an fp16 one-hot
+matmul, which moved it onto the Neural Engine. Exact, bit for bit, for every index in range: each
+output element is a sum of one product ``1 * table[k, j]`` and D-1 products ``0 * table[i, j]``,
+and a sum of one value and signed zeros is that value, in any order, unless the value is ``-0``
+(``+0 + -0`` is ``+0``) or another product is NaN (``0 * inf``). So the table must be a constant
+with no ``-0``, inf or NaN, which is checked. The index must be an integer in the float dtype:
+it is traced back through ``add``/``sub``/``minimum``/``maximum``/``select`` with integer
+constants to casts of int16 or narrower ids, with its range bounded, and the table has at most
+:data:`MAX_ROWS` rows, so every row number and every index the cast to int16 could read as one is
+an integer the float dtype holds exactly. An index out of range (undefined for a gather with
+``validate_indices=False``; the reference interpreter raises) reads a row of zeros; before iOS17 a
+gather reads a negative index from the end, so there the index must be shown non-negative.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from coremltools.converters.mil._deployment_compatibility import AvailableTarget
+from coremltools.converters.mil.mil import Operation, Var, types
+
+from ..declaration import PassDeclaration, Slot
+from ..rewriter import Declined, PatternPass, RewritePattern, Rewriter
+from . import register
+
+DECLARATION = PassDeclaration(
+    name="gather_to_one_hot_matmul",
+    summary="Rewrite every run-time gather from a small constant table as a one-hot matmul.",
+    slots=(
+        Slot(
+            127,
+            "common::canonicalize_inplace_pattern",
+            "after gather_index_guard_in_fp16, which leaves the gather's index an integer in fp16",
+        ),
+    ),
+    fixes=("ane-gather",),
+)
+
+MAX_ROWS = 2048  # row numbers 0..2047: integers fp16 holds exactly
+#: The integer ranges of the ids a cast to a float dtype reads exactly (and finitely in fp16).
+_INT_RANGES = {
+    types.int16: (-(2**15), 2**15 - 1),
+    types.uint16: (0, 2**16 - 1),
+    types.int8: (-(2**7), 2**7 - 1),
+    types.uint8: (0, 2**8 - 1),
+    types.bool: (0, 1),
+}
+_EXACT = {types.fp16: 2**11, types.fp32: 2**24}  # every integer of at most this magnitude is exact
+_FINITE = {types.fp16: 65504, types.fp32: 2**24}
+_DEPTH = 8
+#: Casts that read every index of the range :func:`integer_range` allows as itself or as out of
+#: range (a wrapped or saturated int16/uint16 lands beyond any table of MAX_ROWS rows).
+_WIDE = ("int16", "uint16", "int32")
+
+
+@dataclass(frozen=True)
+class OneHot:
+    """The gather as a one-hot matmul: the integer-valued float ``index`` the gather's cast reads."""
+
+    index: Var
+
+
+def _const_int(var: Var) -> int | None:
+    value = var.val
+    if value is None or np.size(value) != 1 or not float(np.asarray(value).reshape(())).is_integer():
+        return None
+    return int(np.asarray(value).reshape(()))
+
+
+def integer_range(var: Var, depth: int = _DEPTH) -> tuple[int, int] | None:
+    """Bounds of ``var`` when every value it can take is an integer, or None when that is not shown.
+
+    Integers stay integers in a float dtype once finite (rounding an integer gives an integer), so
+    the bounds only need to keep the values finite; they are those of the exact arithmetic."""
+    op = var.op
+    if depth == 0 or op is None:
+        return None
+    if op.op_type == "cast":
+        return _INT_RANGES.get(op.x.dtype)
+    if op.op_type == "select":
+        a, b = integer_range(op.a, depth - 1), integer_range(op.b, depth - 1)
+        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    if op.op_type not in ("add", "sub", "minimum", "maximum"):
+        return None
+    ranges = [integer_range(v, depth - 1) if v.val is None else _point(v) for v in (op.x, op.y)]
+    if None in ranges:
+        return None
+    (lo_x, hi_x), (lo_y, hi_y) = ranges  # type: ignore[misc]
+    return {
+        "add": (lo_x + lo_y, hi_x + hi_y),
+        "sub": (lo_x - hi_y, hi_x - lo_y),
+        "minimum": (min(lo_x, lo_y), min(hi_x, hi_y)),
+        "maximum": (max(lo_x, lo_y), max(hi_x, hi_y)),
+    }[op.op_type]
+
+
+def _point(var: Var) -> tuple[int, int] | None:
+    value = _const_int(var)
+    return None if value is None else (value, value)
+
+
+def table_refusal(table: np.ndarray) -> str | None:
+    """Why a one-hot matmul of ``table`` would not be exact, or None."""
+    if not np.all(np.isfinite(table)):
+        return "its table holds inf or NaN (0 * inf is NaN in the matmul)"
+    if np.any((table == 0) & np.signbit(table)):
+        return "its table holds -0 (+0 + -0 is +0 in the matmul)"
+    return None
+
+
+class GatherOfSmallTable(RewritePattern[OneHot]):
+    """``gather(table, cast(index))``, ``index`` an integer in a float dtype, ``table`` a constant of
+    at most :data:`MAX_ROWS` rows → ``matmul(one_hot(index), table)``."""
+
+    op_types = ("gather",)
+    rule = "ane-gather"
+
+    def match(self, op: Operation) -> OneHot | Declined | None:
+        cast = op.indices.op
+        if cast is None or cast.op_type != "cast" or cast.x.dtype not in _EXACT or cast.dtype.val not in _WIDE:
+            return None  # constant indices are gather_to_slice's; integer ones stay gathers
+        index, table = cast.x, op.x.val
+        if table is None or op.x.dtype not in _EXACT or op.x.rank != 2:
+            return Declined(op, "its table is not a constant matrix of floats")
+        batch_dims, validate = (getattr(op, name, None) for name in ("batch_dims", "validate_indices"))
+        if op.axis.val not in (0, -2) or (batch_dims is not None and batch_dims.val != 0):
+            return Declined(op, "it gathers along another axis than the rows, or with batch axes")
+        if validate is not None and validate.val:
+            return Declined(op, "it validates its indices: an index out of range is an error, not a row of zeros")
+        rows = table.shape[0]
+        if rows > MAX_ROWS or rows > _EXACT[index.dtype]:
+            return Declined(op, f"the table has {rows} rows: the index's dtype holds row numbers only up to {MAX_ROWS}")
+        if index.rank == 0:
+            return Declined(op, "its index is a scalar")
+        bounds = integer_range(index)
+        if bounds is None or max(-bounds[0], bounds[1]) > _FINITE[index.dtype]:
+            return Declined(op, "its index is not shown to be an integer its float dtype holds")
+        if bounds[0] < 0 and op.opset_version < AvailableTarget.iOS17:
+            return Declined(op, "its index may be negative, which reads a row before iOS17 (from the end)")
+        refusal = table_refusal(table)
+        return Declined(op, refusal) if refusal else OneHot(index)
+
+    def describe(self, op: Operation, match: OneHot) -> str:
+        return (
+            f"gather '{op.name}' reads rows of a constant table of {op.x.shape[0]} rows by run-time indices: Core ML "
+            "runs a gather on the CPU/GPU; it becomes a one-hot matmul, which the Neural Engine runs"
+        )
+
+    def cause(self, op: Operation, match: OneHot) -> str:
+        return "gathers from a small constant table by run-time indices: a one-hot matmul runs on the Neural Engine"
+
+    def rewrite(self, op: Operation, match: OneHot, rewriter: Rewriter) -> Var:
+        out, rows = op.outputs[0], op.x.shape[0]
+        index_dtype = types.nptype_from_builtin(match.index.dtype)
+        index = rewriter.add("expand_dims", f"{out.name}_index", x=match.index, axes=[-1])
+        hit = rewriter.add("equal", f"{out.name}_hit", x=index, y=np.arange(rows).astype(index_dtype))
+        one_hot = rewriter.add("cast", f"{out.name}_one_hot", x=hit, dtype=types.builtin_to_string(op.x.dtype))
+        return rewriter.add("matmul", out.name, x=one_hot, y=op.x)
+
+
+@register(DECLARATION)
+class GatherToOneHotMatmul(PatternPass):
+    """What ``DECLARATION`` declares, as a pass: its patterns."""
+
+    def patterns(self) -> list[RewritePattern]:
+        return [GatherOfSmallTable()]
