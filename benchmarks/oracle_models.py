@@ -38,13 +38,13 @@ class OracleModel:
 def _gpt2():
     transformers = real_models._transformers()
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config())  # 124M: 12 layers, 768 wide
-    return real_models._tensors_only(model, ("input_ids",))
+    return real_models.tensors_only(model, ("input_ids",), use_cache=False)
 
 
 def _bert():
     transformers = real_models._transformers()
     model = transformers.BertModel(transformers.BertConfig(), add_pooling_layer=False)  # BERT-base
-    return real_models._tensors_only(model, ("input_ids", "attention_mask"))
+    return real_models.tensors_only(model, ("input_ids", "attention_mask"), use_cache=False)
 
 
 def _image(rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -18,7 +18,7 @@ import logging
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Iterator, Optional, TypeVar, Union
+from typing import Any, Callable, ClassVar, Generic, Hashable, Iterator, Mapping, Optional, TypeVar, Union, final
 
 import numpy as np
 from coremltools.converters.mil.mil import Block, Builder as mb, Function, Operation, Program, Var
@@ -41,50 +41,66 @@ class Declined:
         return f"{self.op.op_type} '{self.op.name}': {self.reason}"
 
 
-#: The old name, kept only until the patterns written with it are ported (docs/writing-a-pass.md).
-Refusal = Declined
-
 M = TypeVar("M")
+T = TypeVar("T")
 
 
-#: What ``rewrite`` returns: the new value of ``op.outputs[0]``, or one entry per output of ``op``
-#: (``None``: that output is kept). The driver makes every reader read it.
-Replacements = Union[Var, tuple[Optional[Var], ...]]
+#: What ``rewrite`` returns: the new value of ``op.outputs[0]``; one entry per output of ``op``
+#: (``None``: that output is kept); or a mapping from vars the match reached beyond ``op`` (a const
+#: it reads, a cast that reads it) to their new values. The driver makes every reader read them.
+Replacements = Union[Var, tuple[Optional[Var], ...], Mapping[Var, Var]]
 
 
 class RewritePattern(ABC, Generic[M]):
     """One rule, a value without state: ``match`` is pure and returns a match of type ``M``, a
     :class:`Declined` (a candidate left unchanged, with the reason: logged, shown by ``--explain`` and
     by lint) or ``None`` (not a candidate at all: nothing to report); ``rewrite`` builds the new ops
-    through the :class:`Rewriter` (``add``, ``const``) and returns the new values of the op's
-    outputs; ``describe`` says what ``rewrite`` will do, in the user's terms (lint's message).
-    Every match the rewrite is given changes the program. docs/writing-a-pass.md walks through one."""
+    through the :class:`Rewriter` (``add``, ``const``, ``shared``) and returns the new values
+    (:data:`Replacements`). What it will do, in the user's terms, is :attr:`cause` and
+    :meth:`detail`, which :meth:`describe` joins into lint's message. Every match the rewrite is
+    given changes the program. docs/writing-a-pass.md walks through one."""
 
     #: The op types the rewriter hands to ``match`` (a class constant, or a field of a pattern value).
     op_types: tuple[str, ...] = ()
     #: The lint rule a match of this pattern is reported under.
     rule: ClassVar[str] = ""
+    #: What every match shares, said after the op's type and name: what the op does, then what the
+    #: rewrite makes of it ("gathers by constant indices: ... slices run on the Neural Engine"). Lint
+    #: groups matches repeated per layer under it ("": under the rule's own words).
+    cause: ClassVar[str] = ""
     #: What every decline of this pattern shares, for lint's grouped report ("": each its own reason).
     declined_because: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "describe" in vars(cls) or callable(vars(cls).get("cause")):
+            raise TypeError(
+                f'{cls.__name__}: describe() is built from `cause = "..."` (what every match shares) and '
+                "detail(op, match) (what differs); define those instead of describe()/cause() "
+                "(docs/writing-a-pass.md)"
+            )
 
     @abstractmethod
     def match(self, op: Operation) -> M | Declined | None:
         """Return what ``rewrite`` needs, a :class:`Declined`, or ``None`` (not a candidate)."""
 
     @abstractmethod
-    def rewrite(self, op: Operation, match: M, rewriter: "Rewriter") -> Replacements | None:
-        """Build the new ops (``rewriter.add``, ``rewriter.const``) and return the new values of
-        ``op``'s outputs (:data:`Replacements`). (``None``: the old style, where the pattern called
-        ``rewriter.replace`` itself; kept until every pattern is ported.)"""
+    def rewrite(self, op: Operation, match: M, rewriter: "Rewriter") -> Replacements:
+        """Build the new ops (``rewriter.add``, ``rewriter.const``, ``rewriter.shared``) and return
+        the new values (:data:`Replacements`)."""
 
-    def describe(self, op: Operation, match: M) -> str:
-        """One line: what ``rewrite`` will do to ``op`` (without the pass's name)."""
-        return f"{op.op_type} '{op.name}' is rewritten ({type(self).__name__})"
-
-    def cause(self, op: Operation, match: M) -> str:
-        """:meth:`describe` without what names ``op``: what matches repeated per layer share
-        (lint's grouped report; "" for the rule's own words)."""
+    def detail(self, op: Operation, match: M) -> str:
+        """What this match adds to :attr:`cause` (its operands, axes, sizes; "": nothing). Without a
+        cause, all that is said after the op's type and name."""
         return ""
+
+    @final
+    def describe(self, op: Operation, match: M) -> str:
+        """One line: what ``rewrite`` will do to ``op`` (without the pass's name): the op, then
+        :attr:`cause`, then :meth:`detail` in parentheses (alone when there is no cause)."""
+        detail = self.detail(op, match)
+        said = f"{self.cause} ({detail})" if self.cause and detail else self.cause or detail
+        return f"{op.op_type} '{op.name}' {said or f'is rewritten by {type(self).__name__}'}"
 
 
 @dataclass(frozen=True)
@@ -105,6 +121,11 @@ class Match:
         if isinstance(self.match, Declined):
             return str(self.match)
         return self.pattern.describe(self.op, self.match)
+
+    @property
+    def cause(self) -> str:
+        """What the match shares with the pattern's others ("": the rule's own words)."""
+        return self.pattern.cause
 
 
 @dataclass
@@ -162,6 +183,7 @@ class Rewriter:
         self._created: list[Operation] = []
         self._roots: list[Operation] = []
         self._consts: dict[tuple, Var] = {}
+        self._shared: dict[Hashable, Any] = {}
         #: The op being rewritten: :meth:`add` builds right before it (the driver sets it).
         self.anchor: Operation | None = None
 
@@ -193,6 +215,17 @@ class Rewriter:
             self._consts[key] = var
         return var
 
+    def shared(self, key: Hashable, build: Callable[[], T]) -> T:
+        """``build()`` the first time ``key`` is asked for in this run and block, the same value
+        after: what several rewrites read (a position mask every layer's write shares), built
+        (``add``) before the first op that asks for it. ``key`` holds all the value depends on."""
+        if self.anchor is None:
+            raise RuntimeError("shared() builds at the op being rewritten: call it from a rewrite")
+        scoped = (self.anchor.enclosing_block, key)
+        if scoped not in self._shared:
+            self._shared[scoped] = build()
+        return self._shared[scoped]
+
     def emit(self, anchor: Operation, op_type: str, name: str, **inputs: Any) -> Any:
         """Build ``op_type`` right before ``anchor`` and return its output var(s).
 
@@ -210,8 +243,9 @@ class Rewriter:
 
     # -- replacing ------------------------------------------------------------------------
     def replace(self, old: Var, new: Var) -> None:
-        """From the next ``commit`` on, every use of ``old`` reads ``new``."""
-        if old is new:
+        """From the next ``commit`` on, every use of ``old`` reads ``new`` (recorded twice: once;
+        ``old`` replaced by two vars: ``ValueError``)."""
+        if old is new or self._replacements.get(old) is new:
             return
         if old in self._replacements:
             raise ValueError(f"var '{old.name}' is replaced twice")
@@ -219,16 +253,13 @@ class Rewriter:
         if old.op is not None:
             self._roots.append(old.op)
 
-    def is_replaced(self, var: Var) -> bool:
-        """Whether a replacement of ``var`` is recorded for the next ``commit``."""
-        return var in self._replacements
-
-    def replace_op(self, op: Operation, new_outputs: Replacements) -> None:
-        """Replace the outputs of ``op`` by ``new_outputs`` (:data:`Replacements`: one var for the
-        first output, or one entry per output, ``None`` for an output that stays)."""
-        if isinstance(new_outputs, Var):
-            new_outputs = (new_outputs,)
-        for old, new in zip(op.outputs, new_outputs):
+    def replace_op(self, op: Operation, new_values: Replacements) -> None:
+        """Record what a rewrite of ``op`` returned (:data:`Replacements`: one var for the first
+        output, one entry per output with ``None`` for an output that stays, or a mapping)."""
+        if isinstance(new_values, Var):
+            new_values = (new_values,)
+        pairs = new_values.items() if isinstance(new_values, Mapping) else zip(op.outputs, new_values)
+        for old, new in pairs:
             if new is not None:
                 self.replace(old, new)
 
@@ -402,8 +433,11 @@ def apply_patterns(
             if found is not None:
                 rewriter.anchor = op
                 replacements = found.pattern.rewrite(op, found.match, rewriter)
-                if replacements is not None:
-                    rewriter.replace_op(op, replacements)
+                if not isinstance(replacements, (Var, tuple, Mapping)):
+                    raise TypeError(
+                        f"{type(found.pattern).__name__}.rewrite returned {replacements!r}, not the new values"
+                    )
+                rewriter.replace_op(op, replacements)
                 rewriter.anchor = None
                 result.rewritten += 1
             elif declined:

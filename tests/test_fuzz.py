@@ -32,8 +32,7 @@ class SwapFirstTwo(RewritePattern):
 
     def rewrite(self, op, values, rewriter):
         swapped = (values[1], values[0], *values[2:])
-        new = rewriter.emit(op, "concat", op.name + "_swapped", values=swapped, axis=op.axis, interleave=op.interleave)
-        rewriter.replace(op.outputs[0], new)
+        return rewriter.add("concat", op.name + "_swapped", values=swapped, axis=op.axis, interleave=op.interleave)
 
 
 class OrderOperands(RewritePattern):
@@ -48,7 +47,7 @@ class OrderOperands(RewritePattern):
         return True
 
     def rewrite(self, op, match, rewriter):
-        rewriter.replace(op.outputs[0], rewriter.emit(op, op.op_type, op.name, x=op.y, y=op.x))
+        return rewriter.add(op.op_type, op.name, x=op.y, y=op.x)
 
 
 @register_pass(namespace="webnn_test", override=True, name="swap_concat_inputs")

@@ -14,6 +14,7 @@ from mil_passes.rewriter import (
     RewritePattern,
     Rewriter,
     apply_patterns,
+    find_matches,
     iter_blocks,
     iter_ops,
     program_names,
@@ -37,7 +38,7 @@ class DoubleReluToRelu(RewritePattern):
         return inner
 
     def rewrite(self, op, inner, rewriter):
-        rewriter.replace(op.outputs[0], inner.outputs[0])
+        return inner.outputs[0]
 
 
 class AddZeroToIdentity(RewritePattern):
@@ -51,7 +52,7 @@ class AddZeroToIdentity(RewritePattern):
         return True
 
     def rewrite(self, op, match, rewriter):
-        rewriter.replace(op.outputs[0], rewriter.emit(op, "relu", op.name + "_relu", x=op.x))
+        return rewriter.add("relu", op.name + "_relu", x=op.x)
 
 
 def triple_relu():
@@ -131,7 +132,7 @@ class ReluToItsInput(RewritePattern):
         return True
 
     def rewrite(self, op, match, rewriter):
-        rewriter.replace(op.outputs[0], op.x)
+        return op.x
 
 
 def test_function_output_replaced_by_a_function_input_gets_an_identity_with_its_name():
@@ -185,6 +186,77 @@ def test_replacing_a_var_twice_is_an_error():
     rewriter.replace(ops[2].outputs[0], ops[0].outputs[0])
     with pytest.raises(ValueError, match="replaced twice"):
         rewriter.replace(ops[2].outputs[0], ops[1].outputs[0])
+
+
+def test_recording_the_same_replacement_twice_is_once():
+    prog = triple_relu()
+    ops = [op for op in iter_ops(prog) if op.op_type == "relu"]
+    rewriter = Rewriter(prog)
+    rewriter.replace(ops[2].outputs[0], ops[0].outputs[0])
+    rewriter.replace(ops[2].outputs[0], ops[0].outputs[0])
+    assert rewriter.commit()[0] == 2  # the outer relus, now unread
+
+
+def test_describe_is_the_op_the_cause_and_the_detail():
+    class Described(DoubleReluToRelu):
+        cause = "reads a relu: it reads the relu's input"
+
+        def detail(self, op, inner):
+            return f"'{inner.name}'"
+
+    class Undetailed(DoubleReluToRelu):
+        cause = Described.cause
+
+    (first, _), _ = find_matches(triple_relu(), [Described()])
+    assert first.describe() == f"relu '{first.op.name}' reads a relu: it reads the relu's input ('{first.match.name}')"
+    assert first.cause == Described.cause
+    (first, _), _ = find_matches(triple_relu(), [Undetailed()])
+    assert first.describe() == f"relu '{first.op.name}' reads a relu: it reads the relu's input"
+
+
+@pytest.mark.parametrize("method", ["describe", "cause"])
+def test_a_pattern_written_the_old_way_fails_when_it_is_defined(method):
+    with pytest.raises(TypeError, match="define those instead of describe"):
+        type("OldStyle", (DoubleReluToRelu,), {method: lambda self, op, match: "said"})
+
+
+def test_a_rewrite_that_returns_nothing_fails_loudly():
+    class ReplacesByHand(DoubleReluToRelu):
+        def rewrite(self, op, inner, rewriter):
+            rewriter.replace(op.outputs[0], inner.outputs[0])
+
+    with pytest.raises(TypeError, match="ReplacesByHand.rewrite returned None, not the new values"):
+        apply_patterns(triple_relu(), [ReplacesByHand()], pass_name="test")
+
+
+class MaximumWithASharedZero(RewritePattern):
+    """``relu(x)`` → ``maximum(x, x - x)``, ``x - x`` shared by the relus of a block (finite ``x``)."""
+
+    op_types = ("relu",)
+
+    def match(self, op):
+        return True
+
+    def rewrite(self, op, match, rewriter):
+        zero = rewriter.shared("zero", lambda: rewriter.add("sub", "zero", x=op.x, y=op.x))
+        return rewriter.add("maximum", op.name, x=op.x, y=zero)
+
+
+def test_a_shared_value_is_built_once_per_run_and_block():
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec((2,)), mb.TensorSpec((1,), dtype=types.bool)], opset_version=IOS17)
+        def prog(x, p):
+            branch = mb.cond(pred=mb.squeeze(x=p), _true_fn=lambda: mb.relu(x=x), _false_fn=lambda: mb.relu(x=x))
+            return mb.add(x=mb.relu(x=x), y=mb.relu(x=x), name="sum"), mb.identity(x=branch, name="branch")
+
+        return prog
+
+    prog = build()
+    assert apply_patterns(prog, [MaximumWithASharedZero()], pass_name="test").rewritten == 4
+    prog.validate()
+    subs = [op for op in iter_ops(prog) if op.op_type == "sub"]
+    assert len({op.enclosing_block for op in subs}) == len(subs) == 3  # main and each branch
+    assert_equivalent(build(), prog, inputs={"x": np.array([-1, 2], np.float32), "p": np.array([True])})
 
 
 def test_iter_blocks_visits_nested_blocks_after_their_parent():

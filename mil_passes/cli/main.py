@@ -17,44 +17,17 @@ import logging
 import sys
 import warnings
 from pathlib import Path
-from typing import Callable, Iterator, NoReturn, TextIO
+from typing import Callable, Iterator, NoReturn
 
 from .._version import __version__
 from ..package.atomic import committed, raise_if_interrupted, remove_own_staging
 from .interrupts import interrupts_recorded, stop_raising
 from .choices import COMPUTE_UNITS, OUTPUT_FORMATS
+from .exit_status import EPILOG, EXIT_ERROR, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK
 from .internal_error import internal_error_line
 from .optional_frameworks import optional_frameworks_refused
+from .progress import Progress, progress_enabled
 from ..package.untrusted import one_line, printable, shown
-
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-
-
-def progress_enabled(quiet: bool, stream: TextIO | None = None) -> bool:
-    """A progress bar only for a person watching: not with ``--quiet``, not when stdout is piped."""
-    stream = sys.stdout if stream is None else stream
-    isatty = getattr(stream, "isatty", None)
-    return not quiet and callable(isatty) and bool(isatty())
-
-
-class Progress:
-    """A tqdm bar on stderr advanced by ``step(label)`` as each step starts."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=total, disable=not enabled, file=sys.stderr, leave=False, unit="step")
-        self.started = False
-
-    def __call__(self, label: str) -> None:
-        raise_if_interrupted()  # a checkpoint at every step
-        if self.started:
-            self.bar.update(1)
-        self.started = True
-        self.bar.set_description(label)
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 def _say(*lines: str, flush: bool = False) -> None:
@@ -440,15 +413,6 @@ def _positive(text: str) -> int:
     return value
 
 
-EPILOG = """exit status:
-  0    done; no error finding (verify: no pass changed the outputs)
-  1    an error finding (optimize: written, an error left; verify: a pass changed the outputs)
-  2    nothing done: a bad path, model, option or configuration, in one line on stderr
-  3    an internal error of mil-passes: one line on stderr naming the file holding the traceback
-  130  interrupted
-with several inputs, the worst status of any."""
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse's parser with a usage mistake said in one line (exit 2), as every other mistake is."""
 
@@ -456,12 +420,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, one_line(f"mil-passes: error: {self.prog}: {message} (--help lists the options)") + "\n")
 
 
-def _command(commands, name: str, summary: str) -> argparse.ArgumentParser:
-    """A subcommand whose help line is ``summary`` and whose --help starts with it and ends with
-    the exit statuses."""
-    return commands.add_parser(
+def _command(
+    commands, name: str, summary: str, run: Callable[[argparse.Namespace], int], inputs: str | None = None
+) -> argparse.ArgumentParser:
+    """A subcommand that ``run`` runs, whose help line is ``summary`` and whose --help starts with it
+    and ends with the exit statuses; ``inputs``: the help of its IN arguments (one or more)."""
+    parser = commands.add_parser(
         name, help=summary, description=summary, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    if inputs is not None:
+        parser.add_argument("inputs", metavar="IN", nargs="+", help=inputs)
+    parser.set_defaults(run=run)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -474,8 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mil-passes {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    optimize = _command(commands, "optimize", "run the passes on models and write the fixed ones")
-    optimize.add_argument("inputs", metavar="IN", nargs="+", help=_INPUTS_HELP)
+    optimize = _command(
+        commands, "optimize", "run the passes on models and write the fixed ones", _optimize, _INPUTS_HELP
+    )
     optimize.add_argument(
         "-o",
         "--output",
@@ -496,10 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     optimize.add_argument("--explain", action="store_true", help="say why each refused match was left")
     optimize.add_argument("--force", action="store_true", help="replace OUT (or IN) if it exists")
-    optimize.set_defaults(run=_optimize)
 
-    lint = _command(commands, "lint", "what Core ML would refuse or hide in models")
-    lint.add_argument("inputs", metavar="IN", nargs="+", help=_INPUTS_HELP)
+    lint = _command(commands, "lint", "what Core ML would refuse or hide in models", _lint, _INPUTS_HELP)
     lint.add_argument(
         "--chip",
         metavar="NAME",
@@ -507,14 +476,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lint.add_argument("--all", action="store_true", help="list every finding (default: repeats grouped into one line)")
     lint.add_argument("--segments", action="store_true", help="list the segments of the predicted placement")
-    lint.set_defaults(run=_lint)
 
-    verify = _command(commands, "verify", "run a pass pipeline pass by pass; name the pass that changes the outputs")
-    verify.add_argument(
-        "inputs",
-        metavar="IN",
-        nargs="+",
-        help=_INPUTS_HELP + " (convert with pass_pipeline=ct.PassPipeline.EMPTY to keep the program before any pass)",
+    verify = _command(
+        commands,
+        "verify",
+        "run a pass pipeline pass by pass; name the pass that changes the outputs",
+        _verify_each,
+        _INPUTS_HELP + " (convert with pass_pipeline=ct.PassPipeline.EMPTY to keep the program before any pass)",
     )
     verify.add_argument(
         "--pipeline",
@@ -544,21 +512,20 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"predictions per feed of a stateful model, from zero states (default {DEFAULT_STEPS})",
     )
     verify.add_argument("--json", action="store_true", help="print the rows as JSON (mil-passes/verify/1)")
-    verify.set_defaults(run=_verify_each)
 
-    listing = _command(commands, "list", "the passes, in pipeline order")
+    listing = _command(commands, "list", "the passes, in pipeline order", _list)
     listing.add_argument(
         "--all", action="store_true", help="also the replacements of coremltools' passes and the guards, a line each"
     )
-    listing.set_defaults(run=_list)
 
-    rule = _command(commands, "rule", "a lint rule: trigger, severity, chips, consequence, confidence, sources, fix")
+    rule = _command(
+        commands, "rule", "a lint rule: trigger, severity, chips, consequence, confidence, sources, fix", _rule
+    )
     rule.add_argument("rule", metavar="ID", nargs="?", help="the rule's id (mil-passes rule --all lists them)")
     rule.add_argument("--all", action="store_true", help="every rule")
     rule.add_argument("--json", action="store_true", help="print the rule (or, with --all, the list) as JSON")
-    rule.set_defaults(run=_rule)
 
-    demo = _command(commands, "demo", "fix the built-in streaming-cache example and show what changed")
+    demo = _command(commands, "demo", "fix the built-in streaming-cache example and show what changed", _demo)
     demo.add_argument(
         "-o", "--output", default="demo_out", metavar="DIR", help="folder for the packages (default: demo_out)"
     )
@@ -566,7 +533,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--channels", type=_positive, default=1024, metavar="C", help="channels of each layer (default 1024)"
     )
-    demo.set_defaults(run=_demo)
 
     from .specialize import add_specialize  # the specialize command (cli/specialize.py)
 

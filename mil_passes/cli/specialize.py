@@ -21,9 +21,8 @@ DESCRIPTION = (
 def add_specialize(commands, command: Callable[..., argparse.ArgumentParser]) -> None:
     """Add the ``specialize`` subcommand to the subparsers ``commands``, made by ``command`` (the
     command line's maker of a subcommand: its help line, and the exit statuses in its epilog)."""
-    parser = command(
-        commands, "specialize", "fix a model's flexible input shapes (a RangeDim becomes one shape or EnumeratedShapes)"
-    )
+    summary = "fix a model's flexible input shapes (a RangeDim becomes one shape or EnumeratedShapes)"
+    parser = command(commands, "specialize", summary, run_specialize)
     parser.description = DESCRIPTION
     parser.add_argument("input", metavar="IN", help="an .mlpackage, or an .mlmodel holding an ML Program")
     parser.add_argument("-o", "--output", metavar="OUT", required=True, help="the .mlpackage to write")
@@ -36,7 +35,6 @@ def add_specialize(commands, command: Callable[..., argparse.ArgumentParser]) ->
         help="a shape of input NAME (repeatable: one shape per input fixes it, several make EnumeratedShapes)",
     )
     parser.add_argument("--force", action="store_true", help="replace OUT (or IN) if it exists")
-    parser.set_defaults(run=run_specialize)
 
 
 def run_specialize(args: argparse.Namespace) -> int:
@@ -44,7 +42,8 @@ def run_specialize(args: argparse.Namespace) -> int:
     from ..package.atomic import raise_if_interrupted
     from ..package.specialize import shapes_by_input, specialize_package
     from ..package.untrusted import printable
-    from .main import EXIT_OK, Progress, progress_enabled
+    from .exit_status import EXIT_OK
+    from .progress import Progress, progress_enabled
 
     raise_if_interrupted()
     shapes = shapes_by_input(args.shapes)  # a malformed --shape fails before the model is read

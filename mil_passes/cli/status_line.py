@@ -2,7 +2,7 @@
 
 ``verify`` of a large model can run for minutes between two rows of its table; the line names the
 pass being checked, and the feed and step being evaluated. It is drawn only for a person watching
-(:func:`~mil_passes.cli.main.progress_enabled`), cut to the terminal's width, and cleared before
+(:func:`~mil_passes.cli.progress.progress_enabled`), cut to the terminal's width, and cleared before
 the command prints anything else to the terminal.
 """
 

@@ -37,7 +37,7 @@ def _finding(rule: str, op, message: str, fix: str | None, cause: str = "") -> F
 
 def _match_finding(found: Match, pass_name: str, words: DimNames) -> Finding:
     op = found.op
-    return _finding(found.pattern.rule, op, words(found.describe()), pass_name, found.pattern.cause(op, found.match))
+    return _finding(found.pattern.rule, op, words(found.describe()), pass_name, found.cause)
 
 
 def _declined_cause(declined: Match, words: DimNames) -> str:

@@ -65,7 +65,7 @@ from .functions import (
     is_multifunction,
     merged_placement,
 )
-from .pipelines import Stage, lint_stages, read_pipeline, write_stages
+from .pipelines import Stage, lint_stages, read_stages, write_stages
 from .shared_weights import share_identical_weights
 
 __all__ = [
@@ -100,7 +100,7 @@ class Package:
     op_changes: Counter = field(default_factory=Counter)
     #: A pipeline's stages in order (empty for a model of one program; ``program`` is then the
     #: first ML Program stage's)
-    stages: list[Stage] = field(default_factory=list)
+    stages: list[Stage[Package]] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -141,8 +141,16 @@ def read(path: str | Path) -> Package:
     files = locate(path)
     spec = read_spec(files)
     if spec.WhichOneof("Type") in PIPELINE_KINDS:
-        return read_pipeline(files, spec, _read_program)
+        return _read_pipeline(files, spec)
     return _read_program(files, spec, str(files.path))
+
+
+def _read_pipeline(files: ModelFiles, spec) -> Package:
+    """The pipeline ``spec``: a Package whose :attr:`~Package.stages` hold each stage; its
+    ``program`` is the first ML Program stage's."""
+    stages = read_stages(files, spec, _read_program)
+    first = next(stage.package for stage in stages if stage.package is not None)
+    return Package(files.path, spec, first.program, [], files, first.op_changes, stages)
 
 
 def _read_program(files: ModelFiles, spec, label: str) -> Package:

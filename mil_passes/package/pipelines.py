@@ -10,33 +10,48 @@ MIL program: lint names it with what the user can do, optimize keeps it as it is
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Generic, Protocol, TypeVar
+
+from coremltools.converters.mil.mil import Program
 
 from ..lint import Finding, by_severity
 from ..lint.placement import Placement
 from .files import ModelFiles, blob_values, pipeline_stages
 from .functions import merged_placement
 
-if TYPE_CHECKING:
-    from .io import Package
-
-__all__ = ["Stage", "read_pipeline", "lint_stages", "write_stages", "STAGE_RULE"]
+__all__ = ["Stage", "read_stages", "lint_stages", "write_stages", "STAGE_RULE"]
 
 #: The finding of a stage that is not an ML Program (in lint's catalogue).
 STAGE_RULE = "not-ml-program-stage"
 WEIGHT_PREFIX = "@model_path/weights/"
 
 
+class StagePackage(Protocol):
+    """What an ML Program stage is read as (:class:`mil_passes.package.io.Package`), as this module
+    uses it."""
+
+    spec: Any
+    program: Program
+    findings: list[Finding]
+    op_changes: Counter
+
+    def lint_report(self, chip: str | None = None) -> tuple[list[Finding], Placement]: ...
+
+
+P = TypeVar("P", bound=StagePackage)
+
+
 @dataclass
-class Stage:
+class Stage(Generic[P]):
     """One model of a pipeline: its place (from 0), its protobuf, and, for an ML Program, the
     stage read as a package."""
 
     index: int
     spec: Any
-    package: Package | None = None
+    package: P | None = None
 
     @property
     def kind(self) -> str:
@@ -48,24 +63,20 @@ class Stage:
         return str(self.index)
 
 
-def read_pipeline(files: ModelFiles, spec, read_program: Callable[[ModelFiles, Any, str], Package]) -> Package:
-    """The pipeline ``spec`` at ``files``: a Package whose :attr:`stages` hold each stage, ML Program
-    stages read with ``read_program`` (their findings name the stage); its ``program`` is the
-    first ML Program stage's."""
-    from .io import Package
-
+def read_stages(files: ModelFiles, spec, read_program: Callable[[ModelFiles, Any, str], P]) -> list[Stage[P]]:
+    """The stages of the pipeline ``spec`` at ``files``, ML Program stages read with
+    ``read_program`` (their findings name the stage)."""
     stages = []
     for index, stage_spec in enumerate(pipeline_stages(spec)):
-        stage = Stage(index, stage_spec)
+        stage: Stage[P] = Stage(index, stage_spec)
         if stage.kind == "mlProgram":
             stage.package = read_program(files, stage_spec, f"{files.path}: stage {index}")
             stage.package.findings = [f.located(stage=stage.label) for f in stage.package.findings]
         stages.append(stage)
-    first = next(stage.package for stage in stages if stage.package is not None)
-    return Package(files.path, spec, first.program, [], files, first.op_changes, stages)
+    return stages
 
 
-def lint_stages(stages: list[Stage], chip: str | None) -> tuple[list[Finding], Placement]:
+def lint_stages(stages: list[Stage[P]], chip: str | None) -> tuple[list[Finding], Placement]:
     """Each ML Program stage's findings (naming the stage) and one placement of them all; a stage
     of another type is one ``not-ml-program-stage`` finding."""
     findings, placements = [], []
@@ -79,7 +90,7 @@ def lint_stages(stages: list[Stage], chip: str | None) -> tuple[list[Finding], P
     return by_severity(findings), merged_placement(placements)
 
 
-def _not_ml_program(stage: Stage) -> Finding:
+def _not_ml_program(stage: Stage[Any]) -> Finding:
     message = (
         f"a {stage.kind} model, not an ML Program: lint, optimize and verify leave it as it is; "
         "reconvert its source with convert_to='mlprogram' to check it"
@@ -88,7 +99,7 @@ def _not_ml_program(stage: Stage) -> Finding:
     return Finding(STAGE_RULE, "warning", f"stage {stage.index}", message, None, "model", cause, stage=stage.label)
 
 
-def write_stages(spec, stages: list[Stage], weights: Path, export: Callable[[Package, str], Any]) -> Any:
+def write_stages(spec, stages: list[Stage[P]], weights: Path, export: Callable[[P, str], Any]) -> Any:
     """A copy of the pipeline ``spec`` with each ML Program stage written by ``export(package,
     folder)`` (which writes ``weight.bin`` into ``folder`` and returns the stage's protobuf); the
     stage's weights go to ``weights/<index>-weight.bin`` as ``make_pipeline`` lays them out."""

@@ -14,15 +14,16 @@ from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 from ..declaration import NAMESPACE, PassDeclaration, qualified
 
 
-def register(declaration: PassDeclaration | str):
+def register(declaration: PassDeclaration):
     """Register a pass class as ``webnn::<declaration.name>`` (idempotent: re-imports override), and
-    give it its registry name as ``name``. (A bare name is the old style, kept until the passes written
-    so are ported: the pass is registered, not scheduled; docs/writing-a-pass.md says how to port.)"""
-    name = declaration if isinstance(declaration, str) else declaration.name
+    give it its registry name as ``name``."""
+    if not isinstance(declaration, PassDeclaration):
+        raise TypeError(f"register takes the module's DECLARATION, not {declaration!r} (docs/writing-a-pass.md)")
+    name = declaration.name
 
     def decorate(cls):
         cls.name = qualified(name)
-        cls.declaration = None if isinstance(declaration, str) else declaration
+        cls.declaration = declaration
         return register_pass(namespace=NAMESPACE, override=True, name=name)(cls)
 
     return decorate

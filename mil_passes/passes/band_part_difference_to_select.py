@@ -94,10 +94,10 @@ class BandPartDifference(RewritePattern[Operation]):
             return None
         return _band(op)
 
-    def describe(self, op: Operation, match: Operation) -> str:
+    def detail(self, op: Operation, match: Operation) -> str:
         v = op.x.name
         return (
-            f"sub '{op.name}' subtracts band_part '{match.name}' of '{v}' from '{v}' (torch's triu/tril): "
+            f"subtracts band_part '{match.name}' of '{v}' from '{v}' (torch's triu/tril): "
             f"it becomes select(inside the band, 0, '{v}'), which gives 0 in the band where an infinite "
             f"'{v}' makes the subtraction NaN (torch.finfo(float32).min is -inf at fp16)"
         )

@@ -130,8 +130,8 @@ class CastRoundTripToBool(RewritePattern[Var]):
             return None  # not a candidate of any rule
         return bool_source(op.x)  # None: rule 2's to rewrite
 
-    def describe(self, op: Operation, match: Var) -> str:
-        return f"cast '{op.name}' to bool round-trips bool '{match.name}': its uses read '{match.name}' directly"
+    def detail(self, op: Operation, match: Var) -> str:
+        return f"to bool round-trips bool '{match.name}': its uses read '{match.name}' directly"
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
         return match
@@ -148,9 +148,9 @@ class CastToBoolAsNotEqual(RewritePattern[Var]):
             return None  # not a cast to bool, or rule 1's to rewrite
         return op.x
 
-    def describe(self, op: Operation, match: Var) -> str:
+    def detail(self, op: Operation, match: Var) -> str:
         dtype = types.builtin_to_string(match.dtype)
-        return f"cast '{op.name}' of {dtype} '{match.name}' to bool becomes not_equal('{match.name}', 0)"
+        return f"of {dtype} '{match.name}' to bool becomes not_equal('{match.name}', 0)"
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
         x = match
@@ -183,10 +183,10 @@ class SelectOfOnesZeros(RewritePattern[tuple[bool]]):
             return Declined(op, f"cond's shape {_shape_of(op.cond)} is not the output's {_shape_of(out)}")
         return (negate,)
 
-    def describe(self, op: Operation, match: tuple[bool]) -> str:
+    def detail(self, op: Operation, match: tuple[bool]) -> str:
         dtype = types.builtin_to_string(op.outputs[0].dtype)
         cond = f"logical_not('{op.cond.name}')" if match[0] else f"'{op.cond.name}'"
-        return f"select '{op.name}' of constant ones and zeros becomes cast({cond}, {dtype})"
+        return f"of constant ones and zeros becomes cast({cond}, {dtype})"
 
     def rewrite(self, op: Operation, match: tuple[bool], rewriter: Rewriter) -> Var:
         (negate,) = match
@@ -212,8 +212,8 @@ class SelectOfLogicalNot(_ReadsLogicalNot):
 
     op_types, reads = ("select",), "cond"
 
-    def describe(self, op: Operation, match: Var) -> str:
-        return f"select '{op.name}' reads logical_not('{match.name}'): it reads '{match.name}' with a and b swapped"
+    def detail(self, op: Operation, match: Var) -> str:
+        return f"reads logical_not('{match.name}'): it reads '{match.name}' with a and b swapped"
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
         return rewriter.add("select", f"{op.outputs[0].name}_swapped", cond=match, a=op.b, b=op.a)
@@ -224,8 +224,8 @@ class DoubleLogicalNot(_ReadsLogicalNot):
 
     op_types, reads = ("logical_not",), "x"
 
-    def describe(self, op: Operation, match: Var) -> str:
-        return f"logical_not '{op.name}' of a logical_not: its uses read '{match.name}' directly"
+    def detail(self, op: Operation, match: Var) -> str:
+        return f"of a logical_not: its uses read '{match.name}' directly"
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
         return match

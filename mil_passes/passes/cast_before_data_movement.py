@@ -63,6 +63,7 @@ class CastOfMovedInt32(RewritePattern[Operation]):
 
     op_types = ("cast",)
     rule = "ane-int32-compute"
+    cause = "casts int32 data movement: the cast moves before it, which then runs on the Neural Engine"
 
     def match(self, op: Operation) -> Operation | Declined | None:
         moved = op.x.op
@@ -81,14 +82,8 @@ class CastOfMovedInt32(RewritePattern[Operation]):
             return Declined(op, "the concat joins several values computed at run time: a cast of each would stay")
         return moved
 
-    def describe(self, op: Operation, moved: Operation) -> str:
-        return (
-            f"cast '{op.name}' to {op.dtype.val} reads int32 {moved.op_type} '{moved.name}': Core ML runs int32 ops "
-            f"off the Neural Engine; the cast moves before the {moved.op_type}, which then runs in {op.dtype.val}"
-        )
-
-    def cause(self, op: Operation, moved: Operation) -> str:
-        return f"casts int32 data movement ({moved.op_type}): the cast moves before it, which then runs on the ANE"
+    def detail(self, op: Operation, moved: Operation) -> str:
+        return f"to {op.dtype.val} of int32 {moved.op_type} '{moved.name}'"
 
     def rewrite(self, op: Operation, moved: Operation, rewriter: Rewriter) -> Var:
         dtype, key = op.dtype.val, MOVES[moved.op_type]

@@ -159,19 +159,16 @@ class WindowOfConcat(RewritePattern[tuple[Window, ...]]):
                 windows.append(window)
         return tuple(windows)
 
-    def describe(self, op: Operation, match: tuple[Window, ...]) -> str:
+    def detail(self, op: Operation, match: tuple[Window, ...]) -> str:
         concat = op.x.op
         window = match[0]
         if len(match) > 1:
-            reads = f"split '{op.name}' cuts axis {window.axis} of concat '{concat.name}' into {len(match)} windows"
+            reads = f"cuts axis {window.axis} of concat '{concat.name}' into {len(match)} windows"
         elif window.positions == range(window.axis_size):
-            reads = (
-                f"{op.op_type} '{op.name}' reads all of axis {window.axis} of concat '{concat.name}' "
-                "and cuts other axes"
-            )
+            reads = f"reads all of axis {window.axis} of concat '{concat.name}' and cuts other axes"
         else:
             reads = (
-                f"{op.op_type} '{op.name}' reads {_span(window.positions)} of axis {window.axis} "
+                f"reads {_span(window.positions)} of axis {window.axis} "
                 f"({window.axis_size} elements) of concat '{concat.name}'"
             )
         if all(w.cuts == (Cut(concat.outputs[0]),) for w in match):

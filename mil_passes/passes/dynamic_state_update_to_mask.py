@@ -53,7 +53,7 @@ from coremltools.converters.mil.mil.types.symbolic import any_symbolic, is_symbo
 from ..declaration import PassDeclaration, Slot
 from ..rewriter import Declined, PatternPass, RewritePattern, Rewriter
 from . import register
-from ._position_masks import PositionMasks
+from ._position_masks import inside_and_keep, one_hot, window
 from ._state_writes import Write, constant_mask, merged, padding, plan, singleton_merge
 
 DECLARATION = PassDeclaration(
@@ -77,65 +77,54 @@ class RuntimeStateWrite(RewritePattern[Write]):
 
     op_types = ("slice_update",)
     rule = "ane-dynamic-state-update"
-
-    def __init__(self) -> None:
-        self._masks: PositionMasks | None = None
+    cause = "writes a state at run-time positions, which the Neural Engine rejects: a masked blend of the whole state"
 
     def match(self, op: Operation) -> Write | Declined | None:
         return plan(op)
 
-    def describe(self, op: Operation, match: Write) -> str:
-        return (
-            f"slice_update '{op.name}' writes a state at run-time positions on axis {match.axis}, which the Neural "
-            "Engine rejects: it becomes a masked blend of the whole state (a position mask shared by every layer)"
-        )
-
-    def cause(self, op: Operation, match: Write) -> str:
-        return "writes a state at run-time positions: a masked blend of the whole state"
+    def detail(self, op: Operation, match: Write) -> str:
+        return f"on axis {match.axis}, with a position mask shared by every layer"
 
     def rewrite(self, op: Operation, match: Write, rewriter: Rewriter) -> Var:
-        if self._masks is None or self._masks.rewriter is not rewriter:
-            self._masks = PositionMasks(rewriter)
         out, shape, dtype = op.outputs[0], tuple(int(d) for d in op.x.shape), op.x.dtype
         update = op.update
         if match.squeezed:
-            update = rewriter.emit(op, "expand_dims", f"{out.name}_update", x=update, axes=list(match.squeezed))
+            update = rewriter.add("expand_dims", f"{out.name}_update", x=update, axes=list(match.squeezed))
         zeros = padding(match.windows, shape)
         if zeros is not None:
-            update = rewriter.emit(op, "pad", f"{out.name}_padded", x=update, pad=zeros, mode="constant")
+            update = rewriter.add("pad", f"{out.name}_padded", x=update, pad=zeros, mode="constant")
         merge = singleton_merge(shape, update.shape, match.axis)
         blend_shape = shape if merge is None else merged(shape, merge)
         axis = match.axis if merge is None or match.axis <= merge else match.axis - 1
-        masks = self._masks.window(op, match.begin, match.end, axis, len(blend_shape), shape[match.axis], dtype)
+        masks = window(rewriter, match.begin, match.end, axis, len(blend_shape), shape[match.axis], dtype)
         placed = update if match.rows == 1 else self._placed(op, update, masks, match, rewriter)
         constant = constant_mask(match.windows, shape, dtype)
         state = op.x
         if merge is not None:  # the blend in rank 4: a singleton axis merged into its neighbour
             constant = None if constant is None else constant.reshape(merged(constant.shape, merge))
-            state = rewriter.emit(op, "reshape", f"{out.name}_rank4", x=state, shape=np.array(blend_shape, np.int32))
+            state = rewriter.add("reshape", f"{out.name}_rank4", x=state, shape=np.array(blend_shape, np.int32))
             target = np.array(merged(tuple(int(d) for d in placed.shape), merge), np.int32)
-            placed = rewriter.emit(op, "reshape", f"{out.name}_placed_rank4", x=placed, shape=target)
-        mask, keep = self._masks.inside_and_keep(op, masks, constant)
-        kept = rewriter.emit(op, "mul", f"{out.name}_kept", x=state, y=keep)
-        written = rewriter.emit(op, "mul", f"{out.name}_written", x=placed, y=mask)
+            placed = rewriter.add("reshape", f"{out.name}_placed_rank4", x=placed, shape=target)
+        mask, keep = inside_and_keep(rewriter, masks, constant)
+        kept = rewriter.add("mul", f"{out.name}_kept", x=state, y=keep)
+        written = rewriter.add("mul", f"{out.name}_written", x=placed, y=mask)
         blend_name = out.name if merge is None else f"{out.name}_blend"
-        result = rewriter.emit(op, "add", blend_name, x=kept, y=written)
+        result = rewriter.add("add", blend_name, x=kept, y=written)
         if merge is not None:
-            result = rewriter.emit(op, "reshape", out.name, x=result, shape=np.array(shape, np.int32))
+            result = rewriter.add("reshape", out.name, x=result, shape=np.array(shape, np.int32))
         return result
 
     def _placed(self, op: Operation, update, masks, match: Write, rewriter: Rewriter):
         """The update's rows at their run-time positions along the axis: a one-hot matmul, on the
         last two axes (the written axis moved next to last unless it is last), its batch axes
         merged into one where the tensor has more than 4 (the Neural Engine's matmul takes rank 4)."""
-        assert self._masks is not None
-        one_hot = self._masks.one_hot(op, masks, match.rows)
+        placing = one_hot(rewriter, masks, match.rows)
         rank, axis, name = len(op.x.shape), match.axis, f"{op.outputs[0].name}_placed"
         perm = None
         if axis < rank - 2:
             perm = list(range(rank))
             perm[axis], perm[rank - 2] = rank - 2, axis
-            update = rewriter.emit(op, "transpose", f"{name}_moved", x=update, perm=perm)
+            update = rewriter.add("transpose", f"{name}_moved", x=update, perm=perm)
         last = axis == rank - 1
         lead, rows_at = tuple(update.shape[:-2]), rank - 1 if last else rank - 2
         other = update.shape[rank - 2 if last else rank - 1]
@@ -145,18 +134,18 @@ class RuntimeStateWrite(RewritePattern[Write]):
                 int(np.prod(lead)),
                 *(-1 if i == rows_at else int(d) for i, d in enumerate(update.shape) if i >= rank - 2),
             ]
-            update = rewriter.emit(op, "reshape", f"{name}_batched", x=update, shape=np.array(target, np.int32))
+            update = rewriter.add("reshape", f"{name}_batched", x=update, shape=np.array(target, np.int32))
         if last:
-            product = rewriter.emit(op, "matmul", f"{name}_rows", x=update, y=one_hot, transpose_y=True)
+            product = rewriter.add("matmul", f"{name}_rows", x=update, y=placing, transpose_y=True)
         else:
-            product = rewriter.emit(op, "matmul", f"{name}_rows", x=one_hot, y=update)
+            product = rewriter.add("matmul", f"{name}_rows", x=placing, y=update)
         if merged:
             tail = (int(other), masks.size) if last else (masks.size, int(other))
-            product = rewriter.emit(
-                op, "reshape", f"{name}_unbatched", x=product, shape=np.array([*map(int, lead), *tail], np.int32)
+            product = rewriter.add(
+                "reshape", f"{name}_unbatched", x=product, shape=np.array([*map(int, lead), *tail], np.int32)
             )
         if perm is not None:
-            product = rewriter.emit(op, "transpose", name, x=product, perm=perm)
+            product = rewriter.add("transpose", name, x=product, perm=perm)
         return product
 
 

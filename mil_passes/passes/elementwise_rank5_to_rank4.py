@@ -94,6 +94,7 @@ class Rank5Elementwise(RewritePattern[int]):
 
     op_types = tuple(OPERANDS)
     rule = "rank5-elementwise"
+    cause = "computes a rank-5 tensor: a rank-4 op between reshapes"
 
     def match(self, op: Operation) -> int | Declined | None:
         out = op.outputs[0]
@@ -107,14 +108,8 @@ class Rank5Elementwise(RewritePattern[int]):
             return Declined(op, "no two adjacent axes merge: its operands broadcast across each pair differently")
         return axis
 
-    def describe(self, op: Operation, match: int) -> str:
-        return (
-            f"{op.op_type} '{op.name}' computes a rank-5 tensor: axes {match} and {match + 1} merge, so it "
-            "becomes a rank-4 op between reshapes"
-        )
-
-    def cause(self, op: Operation, match: int) -> str:
-        return "computes a rank-5 tensor: a rank-4 op between reshapes"
+    def detail(self, op: Operation, match: int) -> str:
+        return f"axes {match} and {match + 1} merge"
 
     def rewrite(self, op: Operation, match: int, rewriter: Rewriter) -> Var:
         out = op.outputs[0]

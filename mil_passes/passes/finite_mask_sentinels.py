@@ -143,6 +143,7 @@ class InfiniteMaskSentinel(RewritePattern[tuple[Operation, ...]]):
 
     op_types = ("softmax",)
     rule = "ane-neg-inf-const"
+    cause = f"reads a mask const that is ±inf at fp16: it becomes ±{SENTINEL:g}, the same after the softmax"
 
     def match(self, op: Operation) -> tuple[Operation, ...] | Declined | None:
         consts = infinite_fp16_consts(op.x)
@@ -154,26 +155,20 @@ class InfiniteMaskSentinel(RewritePattern[tuple[Operation, ...]]):
                 return Declined(op, f"its mask const '{const.name}' is ±inf at fp16, but {reason}")
         return tuple(consts)
 
-    def describe(self, op: Operation, match: tuple[Operation, ...]) -> str:
-        names = ", ".join(f"'{const.name}'" for const in match)
-        return (
-            f"softmax '{op.name}' reads the mask const {names}, ±inf at fp16 (a NaN wherever it is multiplied by 0): "
-            f"it becomes ±{SENTINEL:g}, the same after the softmax"
-        )
+    def detail(self, op: Operation, match: tuple[Operation, ...]) -> str:
+        return ", ".join(f"'{const.name}'" for const in match)
 
-    def cause(self, op: Operation, match: tuple[Operation, ...]) -> str:
-        return f"reads a mask const that is ±inf at fp16: it becomes ±{SENTINEL:g}, the same after the softmax"
+    def rewrite(self, op: Operation, match: tuple[Operation, ...], rewriter: Rewriter) -> dict[Var, Var]:
+        """Each mask const's value, finite (another softmax that reads the same const in this
+        sweep gets the same const from ``rewriter.const``: one replacement)."""
+        return {const.outputs[0]: rewriter.const(_finite(const), const.outputs[0].name) for const in match}
 
-    def rewrite(self, op: Operation, match: tuple[Operation, ...], rewriter: Rewriter) -> None:
-        for const in match:
-            old = const.outputs[0]
-            if rewriter.is_replaced(old):
-                continue  # another softmax reading the same mask rewrote it in this sweep
-            value = fp16_value(const)
-            assert value is not None  # matched only so
-            finite = np.where(np.isinf(value), np.sign(value) * np.float16(SENTINEL), value).astype(np.float16)
-            new = rewriter.emit(const, "const", old.name, val=finite if value.ndim else finite.reshape(()))
-            rewriter.replace(old, new)
+
+def _finite(const: Operation) -> np.ndarray:
+    """The fp16 value of ``const`` (a const, or a cast of one) with ±:data:`SENTINEL` for ±inf."""
+    value = fp16_value(const)
+    assert value is not None  # matched only so
+    return np.where(np.isinf(value), np.sign(value) * np.float16(SENTINEL), value).astype(np.float16)
 
 
 @register(DECLARATION)

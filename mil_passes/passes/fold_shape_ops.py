@@ -302,12 +302,9 @@ class FoldReshapeTarget(RewritePattern[ReshapePlan]):
     def match(self, op: Operation) -> ReshapePlan | Declined | None:
         return plan_reshape(op, self.values)
 
-    def describe(self, op: Operation, plan: ReshapePlan) -> str:
+    def detail(self, op: Operation, plan: ReshapePlan) -> str:
         expand = f" of x with size-1 axes {list(plan.expand_axes)} added" if plan.expand_axes else ""
-        return (
-            f"reshape '{op.name}' reads a target computed from shape ops: "
-            f"it gets the const target {list(plan.target)}{expand}"
-        )
+        return f"reads a target computed from shape ops: it gets the const target {list(plan.target)}{expand}"
 
     def rewrite(self, op: Operation, plan: ReshapePlan, rewriter: Rewriter) -> Var:
         source, name = op.x, op.name
@@ -352,9 +349,9 @@ class FoldShapeValue(RewritePattern[list]):
             return None  # not computed from shape ops
         return Declined(op, f"value {_show(value.elements.flat)} is not known before run time")
 
-    def describe(self, op: Operation, folds: list) -> str:
+    def detail(self, op: Operation, folds: list) -> str:
         values = ", ".join(f"'{var.name}' = {array.tolist()}" for var, array in folds)
-        return f"{op.op_type} '{op.name}' computes a shape value known before run time: it folds to {values}"
+        return f"computes a shape value known before run time: it folds to {values}"
 
     def rewrite(self, op: Operation, folds: list, rewriter: Rewriter) -> tuple[Var | None, ...]:
         folded = {}

@@ -101,6 +101,7 @@ class GuardOfSmallTable(RewritePattern[Guard]):
 
     op_types = ("select",)
     rule = "ane-int32-compute"
+    cause = "guards negative gather indices in int32: for a small table, the guard runs in fp16"
 
     def match(self, op: Operation) -> Guard | Declined | None:
         ids, cond, wrapped = op.a, op.cond.op, op.b.op
@@ -127,25 +128,21 @@ class GuardOfSmallTable(RewritePattern[Guard]):
             return Declined(op, f"its index is read by more than gathers of {rows} rows")
         return Guard(source.x, rows, casts)
 
-    def describe(self, op: Operation, match: Guard) -> str:
-        return (
-            f"select '{op.name}' guards negative indices into a table of {match.rows} rows in int32, which Core ML "
-            "runs off the Neural Engine: the guard runs in fp16, which holds these indices exactly"
-        )
+    def detail(self, op: Operation, match: Guard) -> str:
+        return f"a table of {match.rows} rows, whose indices fp16 holds exactly"
 
-    def cause(self, op: Operation, match: Guard) -> str:
-        return "guards negative gather indices in int32: for a small table, the guard runs in fp16"
-
-    def rewrite(self, op: Operation, match: Guard, rewriter: Rewriter) -> None:
+    def rewrite(self, op: Operation, match: Guard, rewriter: Rewriter) -> dict[Var, Var]:
+        """The guard in fp16, and for each cast that reads it (the gathers' indices) a cast of that."""
         name = op.outputs[0].name
-        ids = rewriter.emit(op, "cast", f"{name}_ids_fp16", x=match.ids, dtype="fp16")
-        keep = rewriter.emit(op, "greater_equal", f"{name}_keep", x=ids, y=np.float16(0))
-        wrapped = rewriter.emit(op, "add", f"{name}_wrapped", x=ids, y=np.float16(match.rows))
-        capped = rewriter.emit(op, "minimum", f"{name}_capped", x=ids, y=np.float16(match.rows))
-        index = rewriter.emit(op, "select", f"{name}_fp16", cond=keep, a=capped, b=wrapped)
-        for cast in match.casts:
-            out = cast.outputs[0]
-            rewriter.replace(out, rewriter.emit(cast, "cast", out.name, x=index, dtype=cast.dtype.val))
+        ids = rewriter.add("cast", f"{name}_ids_fp16", x=match.ids, dtype="fp16")
+        keep = rewriter.add("greater_equal", f"{name}_keep", x=ids, y=np.float16(0))
+        wrapped = rewriter.add("add", f"{name}_wrapped", x=ids, y=np.float16(match.rows))
+        capped = rewriter.add("minimum", f"{name}_capped", x=ids, y=np.float16(match.rows))
+        index = rewriter.add("select", f"{name}_fp16", cond=keep, a=capped, b=wrapped)
+        return {
+            cast.outputs[0]: rewriter.add("cast", cast.outputs[0].name, x=index, dtype=cast.dtype.val)
+            for cast in match.casts
+        }
 
 
 @register(DECLARATION)

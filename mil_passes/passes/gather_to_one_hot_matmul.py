@@ -131,6 +131,7 @@ class GatherOfSmallTable(RewritePattern[OneHot]):
 
     op_types = ("gather",)
     rule = "ane-gather"
+    cause = "gathers from a small constant table by run-time indices: a one-hot matmul runs on the Neural Engine"
 
     def match(self, op: Operation) -> OneHot | Declined | None:
         cast = op.indices.op
@@ -157,14 +158,8 @@ class GatherOfSmallTable(RewritePattern[OneHot]):
         refusal = table_refusal(table)
         return Declined(op, refusal) if refusal else OneHot(index)
 
-    def describe(self, op: Operation, match: OneHot) -> str:
-        return (
-            f"gather '{op.name}' reads rows of a constant table of {op.x.shape[0]} rows by run-time indices: Core ML "
-            "runs a gather on the CPU/GPU; it becomes a one-hot matmul, which the Neural Engine runs"
-        )
-
-    def cause(self, op: Operation, match: OneHot) -> str:
-        return "gathers from a small constant table by run-time indices: a one-hot matmul runs on the Neural Engine"
+    def detail(self, op: Operation, match: OneHot) -> str:
+        return f"a table of {op.x.shape[0]} rows"
 
     def rewrite(self, op: Operation, match: OneHot, rewriter: Rewriter) -> Var:
         out, rows = op.outputs[0], op.x.shape[0]

@@ -80,6 +80,7 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
 
     op_types = ("gather",)
     rule = "ane-gather"
+    cause = "gathers by constant indices: Core ML runs a gather on the CPU/GPU; slices run on the Neural Engine"
 
     def match(self, op: Operation) -> Runs | Declined | None:
         indices = op.indices.val
@@ -108,15 +109,8 @@ class GatherOfConstantIndices(RewritePattern[Runs]):
             )
         return Runs(axis, runs, np.ndim(indices) == 0)
 
-    def describe(self, op: Operation, match: Runs) -> str:
-        cuts = ", ".join(f"[{a}:{b}]" for a, b in match.runs)
-        return (
-            f"gather '{op.name}' gathers by constant indices {cuts} of axis {match.axis}: Core ML runs a gather on "
-            "the CPU/GPU; it becomes slices, which the Neural Engine runs"
-        )
-
-    def cause(self, op: Operation, match: Runs) -> str:
-        return "gathers by constant indices: Core ML runs a gather on the CPU/GPU; slices run on the Neural Engine"
+    def detail(self, op: Operation, match: Runs) -> str:
+        return ", ".join(f"[{a}:{b}]" for a, b in match.runs) + f" of axis {match.axis}"
 
     def rewrite(self, op: Operation, match: Runs, rewriter: Rewriter) -> Var:
         rank, out = len(op.x.shape), op.outputs[0]

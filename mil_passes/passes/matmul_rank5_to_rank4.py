@@ -95,6 +95,9 @@ class Rank5Matmul(RewritePattern[Merge]):
 
     op_types = ("matmul", "linear")
     rule = "ane-rank5-matmul"
+    cause = (
+        "multiplies operands of rank 5 or more, which the Neural Engine's matmul rejects: a rank-4 one between reshapes"
+    )
 
     def match(self, op: Operation) -> Merge | Declined | None:
         operands = (op.x, op.y) if op.op_type == "matmul" else (op.x,)
@@ -104,14 +107,9 @@ class Rank5Matmul(RewritePattern[Merge]):
         merge = plan(tuple(op.x.shape), y_shape, tuple(op.outputs[0].shape))
         return Declined(op, merge) if isinstance(merge, str) else merge
 
-    def describe(self, op: Operation, match: Merge) -> str:
-        return (
-            f"{op.op_type} '{op.name}' multiplies rank-{len(op.x.shape)} operands, which the Neural Engine's "
-            f"matmul rejects: it becomes a rank-{len(match.x or op.x.shape)} {op.op_type} between reshapes"
-        )
-
-    def cause(self, op: Operation, match: Merge) -> str:
-        return "multiplies rank-5 operands, which the Neural Engine's matmul rejects: a rank-4 one between reshapes"
+    def detail(self, op: Operation, match: Merge) -> str:
+        operands = (op.x, op.y) if op.op_type == "matmul" else (op.x,)
+        return "operands of rank " + " and ".join(str(len(v.shape)) for v in operands)
 
     def rewrite(self, op: Operation, match: Merge, rewriter: Rewriter) -> Var:
         out = op.outputs[0]

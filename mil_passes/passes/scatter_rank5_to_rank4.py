@@ -103,6 +103,7 @@ class Rank5Scatter(RewritePattern[Merge]):
 
     op_types = ("scatter", "scatter_along_axis", "scatter_nd")
     rule = "ane-rank5-scatter"
+    cause = "scatters into a rank-5 tensor: a rank-4 scatter between reshapes"
 
     def match(self, op: Operation) -> Merge | Declined | None:
         if op.data.rank != 5:
@@ -113,14 +114,8 @@ class Rank5Scatter(RewritePattern[Merge]):
             return plan_nd(op)
         return plan_along_axis(op, int(op.axis.val) % 5)
 
-    def describe(self, op: Operation, match: Merge) -> str:
-        return (
-            f"{op.op_type} '{op.name}' writes a rank-5 tensor: axes {match.axis} and {match.axis + 1} merge, so it "
-            "becomes a rank-4 scatter between reshapes"
-        )
-
-    def cause(self, op: Operation, match: Merge) -> str:
-        return "scatters into a rank-5 tensor: a rank-4 scatter between reshapes"
+    def detail(self, op: Operation, match: Merge) -> str:
+        return f"axes {match.axis} and {match.axis + 1} merge"
 
     def rewrite(self, op: Operation, match: Merge, rewriter: Rewriter) -> Var:
         out = op.outputs[0]

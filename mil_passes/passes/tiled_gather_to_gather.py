@@ -62,6 +62,7 @@ class TiledIndices(RewritePattern[Var]):
 
     op_types = ("gather_along_axis",)
     rule = "ane-gather"
+    cause = "gathers by tiled indices: the expand_dims, tile and gather_along_axis become one gather"
 
     def match(self, op: Operation) -> Var | Declined | None:
         tile = op.indices.op
@@ -88,14 +89,8 @@ class TiledIndices(RewritePattern[Var]):
             return Declined(op, "gather takes batch axes from iOS16 on")
         return expand.x
 
-    def describe(self, op: Operation, match: Var) -> str:
-        return (
-            f"gather_along_axis '{op.name}' gathers by tiled indices '{match.name}': the expand_dims, tile and "
-            "gather_along_axis, off the Neural Engine, become one gather"
-        )
-
-    def cause(self, op: Operation, match: Var) -> str:
-        return "gathers by tiled indices: the expand_dims, tile and gather_along_axis become one gather"
+    def detail(self, op: Operation, match: Var) -> str:
+        return f"indices '{match.name}'"
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
         axis = op.x.rank - 2

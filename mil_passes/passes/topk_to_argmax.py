@@ -47,6 +47,7 @@ class IndexOfTopOne(RewritePattern[str]):
 
     op_types = ("topk",)
     rule = "ane-topk-sort"
+    cause = "takes the index of the top 1: Core ML runs topk on the CPU/GPU; a reduce_argmax runs on the Neural Engine"
 
     def match(self, op: Operation) -> str | Declined | None:
         if op.k.val is None or int(op.k.val) != 1:
@@ -66,15 +67,6 @@ class IndexOfTopOne(RewritePattern[str]):
         if ascending:
             return Declined(op, "it is ascending: topk sorts a NaN last, reduce_argmin would pick it")
         return "reduce_argmax"
-
-    def describe(self, op: Operation, match: str) -> str:
-        return (
-            f"topk '{op.name}' takes the index of the top 1: Core ML runs topk on the CPU/GPU; it becomes a {match}, "
-            "which the Neural Engine runs"
-        )
-
-    def cause(self, op: Operation, match: str) -> str:
-        return f"takes the index of the top 1: Core ML runs topk on the CPU/GPU; a {match} runs on the Neural Engine"
 
     def rewrite(self, op: Operation, kind: str, rewriter: Rewriter) -> tuple[Var | None, ...]:
         axis = int(op.axis.val) if op.axis is not None else -1

@@ -66,24 +66,19 @@ def _space_to_channels(x: np.ndarray, block: int, layout: Literal["DCR", "CRD"])
     return blocks.transpose(order).reshape(n, c * block * block, h // block, w // block)
 
 
-@kernel("depth_to_space")
-def depth_to_space(op, args):
-    return _channels_to_space(np.asarray(args["x"]), _int(args["block_size"]), "DCR")
+#: Each op's rearrangement, the input that holds its block size, and its channel order.
+_REARRANGEMENTS = {
+    "depth_to_space": (_channels_to_space, "block_size", "DCR"),
+    "space_to_depth": (_space_to_channels, "block_size", "DCR"),
+    "pixel_shuffle": (_channels_to_space, "upscale_factor", "CRD"),
+    "pixel_unshuffle": (_space_to_channels, "downscale_factor", "CRD"),
+}
 
 
-@kernel("space_to_depth")
-def space_to_depth(op, args):
-    return _space_to_channels(np.asarray(args["x"]), _int(args["block_size"]), "DCR")
-
-
-@kernel("pixel_shuffle")
-def pixel_shuffle(op, args):
-    return _channels_to_space(np.asarray(args["x"]), _int(args["upscale_factor"]), "CRD")
-
-
-@kernel("pixel_unshuffle")
-def pixel_unshuffle(op, args):
-    return _space_to_channels(np.asarray(args["x"]), _int(args["downscale_factor"]), "CRD")
+@kernel(*_REARRANGEMENTS)
+def rearrange(op, args):
+    move, block_size, layout = _REARRANGEMENTS[op.op_type]
+    return move(np.asarray(args["x"]), _int(args[block_size]), layout)
 
 
 # -- sampling grids and 1-D interpolation -----------------------------------------------------

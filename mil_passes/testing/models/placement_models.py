@@ -12,75 +12,42 @@ from __future__ import annotations
 
 from typing import Any
 
-from .real import _TINY_TEXT, RealModel, _attention_mask, _named, _normal, _tokens, _transformers
+from .real import _TINY_T5, _TINY_TEXT, RealModel, _attention_mask, _named, _normal, _tokens, transformers_model
 
 _FLEXIBLE_TEXT = {"input_ids": {1: (1, 64)}}
 _FLEXIBLE_MASKED = {"input_ids": {1: (1, 64)}, "attention_mask": {1: (1, 64)}}
+_MASKED_KEYS = ("input_ids", "attention_mask")
 
 
-def _tensors_only(model, keys: tuple[str, ...], **extra: Any):
-    """``model`` as a module taking tensors (as ``keys``) and returning its first output."""
-    import torch
-
-    class TensorsOnly(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def forward(self, *tensors):
-            return self.model(**dict(zip(keys, tensors)), **extra, return_dict=False)[0]
-
-    return TensorsOnly()
-
-
-def _eager(config):
-    config._attn_implementation = "eager"
-    return config
+def _encoder(config_class: str, model_class: str, config: dict[str, Any], **model_options: Any):
+    """An encoder reading ``input_ids`` and ``attention_mask``, its attention written out."""
+    return transformers_model(config_class, model_class, _MASKED_KEYS, config, eager=True, model_options=model_options)
 
 
 def electra():
-    transformers = _transformers()
-    config = _eager(transformers.ElectraConfig(embedding_size=16, max_position_embeddings=64, **_TINY_TEXT))
-    return _tensors_only(transformers.ElectraModel(config), ("input_ids", "attention_mask"))
+    config = dict(embedding_size=16, max_position_embeddings=64, **_TINY_TEXT)
+    return _encoder("ElectraConfig", "ElectraModel", config)
 
 
 def mobilebert():
-    transformers = _transformers()
-    config = transformers.MobileBertConfig(
-        vocab_size=96,
-        hidden_size=32,
-        embedding_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        intra_bottleneck_size=16,
-        num_feedforward_networks=1,
-        max_position_embeddings=64,
+    config = dict(
+        _TINY_TEXT, embedding_size=16, intra_bottleneck_size=16, num_feedforward_networks=1, max_position_embeddings=64
     )
-    return _tensors_only(
-        transformers.MobileBertModel(_eager(config), add_pooling_layer=False), ("input_ids", "attention_mask")
-    )
+    return _encoder("MobileBertConfig", "MobileBertModel", config, add_pooling_layer=False)
 
 
 def distilbert():
-    transformers = _transformers()
-    config = transformers.DistilBertConfig(
-        vocab_size=96, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64
-    )
-    return _tensors_only(transformers.DistilBertModel(_eager(config)), ("input_ids", "attention_mask"))
+    config = dict(vocab_size=96, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64)
+    return _encoder("DistilBertConfig", "DistilBertModel", config)
 
 
 def t5_encoder():
-    transformers = _transformers()
-    config = transformers.T5Config(vocab_size=96, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2)
-    return _tensors_only(transformers.T5EncoderModel(_eager(config)), ("input_ids", "attention_mask"))
+    return _encoder("T5Config", "T5EncoderModel", _TINY_T5)
 
 
 def _decoder(config_class: str, model_class: str, **config: Any):
-    transformers = _transformers()
     settings = dict(_TINY_TEXT, max_position_embeddings=64, **config)
-    model = getattr(transformers, model_class)(_eager(getattr(transformers, config_class)(**settings)))
-    return _tensors_only(model, ("input_ids",), use_cache=False)
+    return transformers_model(config_class, model_class, ("input_ids",), settings, eager=True, use_cache=False)
 
 
 def qwen2():
@@ -96,16 +63,8 @@ def llama_prefill():
 
 
 def clip_text():
-    transformers = _transformers()
-    config = transformers.CLIPTextConfig(
-        vocab_size=96,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        max_position_embeddings=64,
-    )
-    return _tensors_only(transformers.CLIPTextModel(_eager(config)), ("input_ids",))
+    config = dict(_TINY_TEXT, max_position_embeddings=64)
+    return transformers_model("CLIPTextConfig", "CLIPTextModel", ("input_ids",), config, eager=True)
 
 
 def detector_head(queries: int = 32, classes: int = 8, keep: int = 10):

@@ -110,6 +110,7 @@ def vit_tiny():
 # --- transformers --------------------------------------------------------------------------------
 
 _TINY_TEXT = dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+_TINY_T5 = dict(vocab_size=96, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2)
 
 
 def _transformers():
@@ -121,8 +122,9 @@ def _transformers():
     return transformers
 
 
-def _tensors_only(model, keys: tuple[str, ...]):
-    """``model`` as a module taking tensors (as ``keys``) and returning its first output, no cache."""
+def tensors_only(model, keys: tuple[str, ...], **options: Any):
+    """``model`` as a module taking tensors (as ``keys``) and returning its first output; ``options``
+    go to every call (``use_cache=False``)."""
     import torch
 
     class TensorsOnly(torch.nn.Module):
@@ -131,41 +133,50 @@ def _tensors_only(model, keys: tuple[str, ...]):
             self.model = model
 
         def forward(self, *tensors):
-            return self.model(**dict(zip(keys, tensors)), use_cache=False, return_dict=False)[0]
+            return self.model(**dict(zip(keys, tensors)), **options, return_dict=False)[0]
 
     return TensorsOnly()
 
 
-def gpt2():
+def transformers_model(
+    config_class: str,
+    model_class: str,
+    keys: tuple[str, ...],
+    config: dict[str, Any],
+    *,
+    eager: bool = False,
+    model_options: dict[str, Any] | None = None,
+    **options: Any,
+):
+    """transformers' ``model_class`` built from ``config_class(**config)`` (``eager``: its attention
+    written out, as an attention mask's ``finfo.min`` is converted), as :func:`tensors_only` calls it."""
     transformers = _transformers()
-    config = transformers.GPT2Config(vocab_size=96, n_positions=64, n_embd=32, n_layer=2, n_head=2)
-    return _tensors_only(transformers.GPT2LMHeadModel(config), ("input_ids",))
+    settings = getattr(transformers, config_class)(**config)
+    if eager:
+        settings._attn_implementation = "eager"
+    model = getattr(transformers, model_class)(settings, **(model_options or {}))
+    return tensors_only(model, keys, **options)
+
+
+def gpt2():
+    config = dict(vocab_size=96, n_positions=64, n_embd=32, n_layer=2, n_head=2)
+    return transformers_model("GPT2Config", "GPT2LMHeadModel", ("input_ids",), config, use_cache=False)
 
 
 def bert():
-    transformers = _transformers()
-    config = transformers.BertConfig(max_position_embeddings=64, **_TINY_TEXT)
-    return _tensors_only(transformers.BertModel(config, add_pooling_layer=False), ("input_ids", "attention_mask"))
+    config = dict(max_position_embeddings=64, **_TINY_TEXT)
+    keys = ("input_ids", "attention_mask")
+    unpooled = dict(add_pooling_layer=False)
+    return transformers_model("BertConfig", "BertModel", keys, config, model_options=unpooled, use_cache=False)
 
 
 def t5():
-    transformers = _transformers()
-    config = transformers.T5Config(
-        vocab_size=96,
-        d_model=32,
-        d_kv=16,
-        d_ff=64,
-        num_layers=2,
-        num_decoder_layers=2,
-        num_heads=2,
-        decoder_start_token_id=0,
-    )
-    return _tensors_only(transformers.T5Model(config), ("input_ids", "decoder_input_ids"))
+    config = dict(_TINY_T5, num_decoder_layers=2, decoder_start_token_id=0)
+    return transformers_model("T5Config", "T5Model", ("input_ids", "decoder_input_ids"), config, use_cache=False)
 
 
 def whisper():
-    transformers = _transformers()
-    config = transformers.WhisperConfig(
+    config = dict(
         vocab_size=96,
         num_mel_bins=8,
         d_model=32,
@@ -182,7 +193,8 @@ def whisper():
         eos_token_id=2,
         decoder_start_token_id=1,
     )
-    return _tensors_only(transformers.WhisperModel(config), ("input_features", "decoder_input_ids"))
+    keys = ("input_features", "decoder_input_ids")
+    return transformers_model("WhisperConfig", "WhisperModel", keys, config, use_cache=False)
 
 
 # --- torch.nn ------------------------------------------------------------------------------------
