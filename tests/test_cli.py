@@ -88,7 +88,7 @@ def test_lint_reports_the_24_refused_windows_and_exits_1(streaming, capsys):
     status, out, _ = run(capsys, "lint", streaming, "--json")
     document = json.loads(out)
     assert status == 1
-    assert document["schema"] == "mil-passes/lint/1" and document["path"] == str(streaming)
+    assert document["schema"] == "mil-passes/lint/2" and document["path"] == str(streaming)
     assert document["counts"] == {"error": 24, "warning": 0, "info": 4}
     assert set(document["findings"][0]) == {"rule", "severity", "op", "message", "fix"}
     refused = [f for f in document["findings"] if f["rule"] == REFUSED]

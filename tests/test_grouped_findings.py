@@ -113,6 +113,7 @@ def test_the_json_lists_every_finding_and_the_placement(streaming, capsys):
         "confidence",
         "unknown",
         "segments",
+        "rule_segments",
         "boundaries",
         "off_by_rule",
         "runs",

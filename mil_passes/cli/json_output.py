@@ -3,10 +3,11 @@
 Every document carries ``"schema"``; a change that removes or renames a key, or changes its
 meaning, bumps the number after the slash. New keys may be added without a bump.
 
-``mil-passes/lint/1``::
+``mil-passes/lint/2`` (``/1`` counted ``segments`` as runs of consecutive ops in program order; ``/2``
+counts connected regions, as Core ML's partitioner forms them, and ``runs`` lists those)::
 
     {
-      "schema": "mil-passes/lint/1",
+      "schema": "mil-passes/lint/2",
       "path": "model.mlpackage",                     # as given on the command line
       "findings": [Finding, ...],                    # errors first, then warnings, then infos
       "counts": {"error": 1, "warning": 0, "info": 0},
@@ -20,6 +21,7 @@ meaning, bumps the number after the slash. New keys may be added without a bump.
         "leaves_neural_engine": false,               # a model-level rejection holds: every op off
         "rejected_by": [],                           # its rules
         "segments": 3,                               # connected regions of ops on one side
+        "rule_segments": 3,                          # the same, ops off by cost counted on the ANE
         "boundaries": 2,                             # copies between compute units (pairs of segments)
         "off_by_rule": {"ane-topk-sort": 1, ...},    # ops each rule takes off (glue not counted)
         "confidence": {"coreml": 110, ...},          # ops per what the prediction rests on
@@ -89,7 +91,7 @@ from ..lint import SEVERITIES, Finding, Placement
 from ..package.optimize import PackageRun
 from ..verify import Verification
 
-LINT_SCHEMA = "mil-passes/lint/1"
+LINT_SCHEMA = "mil-passes/lint/2"
 OPTIMIZE_SCHEMA = "mil-passes/optimize/1"
 VERIFY_SCHEMA = "mil-passes/verify/1"
 

@@ -574,7 +574,7 @@ def _add_rule_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--output-format",
         choices=OUTPUT_FORMATS,
-        help="text, json (mil-passes/lint/1, mil-passes/optimize/1), github (workflow commands) or sarif (2.1.0); "
+        help="text, json (mil-passes/lint/2, mil-passes/optimize/1), github (workflow commands) or sarif (2.1.0); "
         "default text",
     )
     command.add_argument(

@@ -144,6 +144,7 @@ class Placement:
             "leaves_neural_engine": bool(self.rejected_by),
             "rejected_by": self.rejected_by,
             "segments": len(self.segments),
+            "rule_segments": self.rule_segments,
             "boundaries": self.copies,
             "off_by_rule": dict(sorted(self.off_rules.items())),
             "confidence": {key: self.confidence[key] for key in CONFIDENCE_KEYS.values() if key in self.confidence},
