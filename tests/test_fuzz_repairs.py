@@ -9,8 +9,6 @@ import coremltools as ct
 import numpy as np
 import pytest
 from hypothesis.strategies import just
-from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
 from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipeline
 from coremltools.converters.mil.mil.passes.pass_registry import register_pass
 
@@ -20,10 +18,12 @@ from mil_passes.rewriter import PatternPass
 from mil_passes.testing.fuzz.fuzzer import FuzzReport, check_drawn, classify, main
 from mil_passes.testing.fuzz.repairs import check_repairs, may_repair
 from mil_passes.testing.programs.recipe import DrawnProgram, InputDecl, Recipe, Ref, Step
+import test_equivalence  # noqa: F401 - registers test_harness::append_relu_each_run
 
 DECLARING = DECLARATION.full_name  # webnn::finite_mask_sentinels
 UNDECLARED = "webnn_test::undeclared_mask_sentinels"
 INF = np.float16(np.inf)
+APPEND_RELU = "test_harness::append_relu_each_run"  # exact on a softmax's output, not idempotent on purpose
 
 
 @register_pass(namespace="webnn_test", override=True, name="undeclared_mask_sentinels")
@@ -101,19 +101,7 @@ def test_the_fuzz_counts_the_repairs_it_accepts():
     assert (report.programs, report.failures, report.repaired) == (1, 0, 1)
 
 
-@register_pass(namespace="webnn_test", override=True, name="append_relu_each_run")
-class AppendReluEachRun(AbstractGraphPass):
-    """Exact on a softmax's output, and not idempotent on purpose: a relu before the output every run."""
-
-    def apply(self, prog):
-        func = prog.functions["main"]
-        out = func.outputs[0]
-        with func:
-            new = mb.relu(x=out, before_op=None)
-        func.replace_uses_of_var_after_op(anchor_op=new.op, old_var=out, new_var=new)
-
-
 def test_a_repairing_pipeline_must_still_be_idempotent():
-    pipeline = PassPipeline(pass_names=[DECLARING, "webnn_test::append_relu_each_run"], pipeline_name="custom")
+    pipeline = PassPipeline(pass_names=[DECLARING, APPEND_RELU], pipeline_name="custom")
     with pytest.raises(AssertionError, match="is not idempotent: a second run changed"):
         check_drawn(REPAIRABLE, pipeline, set())
