@@ -83,6 +83,9 @@ class PassDeclaration:
     rules: tuple[LintRule, ...] = ()
     #: Neural Engine placement rules (``lint/placement``) whose op the pass rewrites exactly where it matches.
     fixes: tuple[str, ...] = ()
+    #: The pass may make outputs that were NaN or infinite finite (verify's ``repaired``); the fuzz
+    #: accepts that from it alone, every other value bit for bit (``testing/fuzz/repairs.py``).
+    may_repair: bool = False
 
     @property
     def full_name(self) -> str:

@@ -66,6 +66,7 @@ DECLARATION = PassDeclaration(
         ),
     ),
     fixes=("ane-neg-inf-const",),
+    may_repair=True,
 )
 
 SENTINEL = 40000.0

@@ -57,7 +57,8 @@ def failure_class(
     return MISCOMPILE
 
 
-def _outputs(prog: Program, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+def outputs_of(prog: Program, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """``main``'s outputs on ``feeds``, in order, under the interpreter (NaN and overflow silent)."""
     with np.errstate(all="ignore"):
         values = evaluate_vars(prog, feeds)
     return [np.asarray(values[var]) for var in prog.functions["main"].outputs]
@@ -77,7 +78,7 @@ def changed_only_where_nonfinite(before: Program, after: Program, feeds: Sequenc
     or bool element differs (inputs matched by position)."""
     tolerance = _tolerance(before, after)
     for feed in feeds:
-        for b, a in zip(_outputs(before, feed), _outputs(after, feed_for(before, after, feed))):
+        for b, a in zip(outputs_of(before, feed), outputs_of(after, feed_for(before, after, feed))):
             if b.dtype.kind != "f":
                 if not np.array_equal(b, a):
                     return False
@@ -188,7 +189,7 @@ def within_rounding_of_removed_ops(
         if not movable:
             return False
         want = [np.asarray(values[var]) for var in func.outputs]
-        got = _outputs(after, feed_for(before, after, feed))
+        got = outputs_of(after, feed_for(before, after, feed))
         moves = [np.zeros(np.shape(w)) for w in want]
         for _ in range(PERTURBATIONS):
             nudged = {var: _nudged(np.asarray(values[var]), rng) for var in movable}

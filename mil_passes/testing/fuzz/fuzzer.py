@@ -18,15 +18,18 @@ does not promise bit-exact or idempotent passes). ``--minimize`` shrinks each fa
 further (``minimize.py``) and writes it as a standalone script (``reproducer.py``) under
 ``--reproducers`` (default ``reproducers/``). One line per target::
 
-    webnn::NAME: N programs, F failures, H% rewritten[: M miscompiles, C crashes, P precision][; U unchecked]
+    webnn::NAME: N programs, F failures, H% rewritten[: M miscompiles, C crashes, P precision]
+                 [; R repaired][; U unchecked]
 
 ("rewritten": the printed program changed), then each failure shrunk to a minimal program in
 MIL text form with its feeds (shrinking stops after ``SHRINK_SECONDS`` per target, keeping the
 smallest program so far, and says so). Each failure has a class: *miscompile* (an output changed beyond
 the pass's declared precision, or the program no longer validates), *crash* (the pass raised),
 or *precision* (a pass that declares fp16 compute, ``common::add_fp16_cast``, changed only
-values: fp16 rounding or overflow beyond ±65504, which that pass documents); "unchecked" counts
-programs where the interpreter had no kernel for an op a pass made.
+values: fp16 rounding or overflow beyond ±65504, which that pass documents); "repaired" counts
+programs where outputs NaN or infinite before became finite, every other value the same, by a
+pass that declares it may (``repairs.py``: not a failure); "unchecked" counts programs where the
+interpreter had no kernel for an op a pass made.
 
 The fuzzer's own defects do not stop a run: an exception while drawing a target's programs (or
 shrinking or minimizing them) ends that target's row as ``NAME: generator error after K programs:
@@ -81,6 +84,7 @@ from ..check import assert_equivalent, check_pass
 from .failure_class import CRASH, FAILURE_CLASSES, MISCOMPILE, PRECISION, failure_class, feed_for
 from .lint_contract import check_lint_contract
 from .minimize import minimize
+from .repairs import REPAIRED, check_repairs, may_repair, passes_of
 from ..programs.recipe import program_text
 from ..plants.default import plants_for
 from ..plants.states import STATE_PASSES, check_stateful, stateful_programs
@@ -117,6 +121,7 @@ class FuzzReport:
     minimal: list[Failure] = field(default_factory=list)
     classes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_CLASSES, 0))
     unchecked: int = 0
+    repaired: int = 0  # programs a pass that may repair made finite where they were NaN or infinite
     generator_error: str | None = None  # the fuzzer's own exception, in one line
     shrink_stopped: float | None = None  # seconds after which shrinking stopped early
 
@@ -131,6 +136,8 @@ class FuzzReport:
         if self.failures:
             counts = self.counts()
             text += f": {counts[MISCOMPILE]} miscompiles, {counts[CRASH]} crashes, {counts[PRECISION]} precision"
+        if self.repaired:
+            text += f"; {self.repaired} repaired"
         if self.unchecked:
             text += f"; {self.unchecked} unchecked"
         if self.generator_error is not None:
@@ -219,17 +226,27 @@ def _registered(name: str) -> bool:
     return True
 
 
-def check_drawn(drawn: DrawnProgram, target: Target) -> bool:
-    """``check_pass`` on the first feeds, equivalence on the others; True if rewritten. The
-    ``lint`` target checks lint's contract instead (True: some pass would rewrite)."""
+def check_drawn(drawn: DrawnProgram, target: Target, statuses: set[str] | None = None) -> bool:
+    """``check_pass`` on the first feeds, equivalence on the others; True if rewritten. Where
+    that fails and a pass of ``target`` may repair, :func:`~.repairs.check_repairs` decides, and
+    a repair adds ``repaired`` to ``statuses``. The ``lint`` target checks lint's contract
+    instead (True: some pass would rewrite)."""
     if target == LINT:
         return check_lint_contract(drawn)
-    with contextlib.redirect_stderr(io.StringIO()):  # a pipeline draws a progress bar per run
-        after = check_pass(drawn.build, target, inputs=drawn.feeds[0])
-    before = drawn.reference()
-    for feeds in drawn.feeds[1:]:
-        assert_equivalent(before, after, feeds)
-    return program_text(after) != program_text(before)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # a pipeline draws a progress bar per run
+            after = check_pass(drawn.build, target, inputs=drawn.feeds[0])
+        for feeds in drawn.feeds[1:]:
+            assert_equivalent(drawn.reference(), after, feeds)
+    except AssertionError:
+        if not any(map(may_repair, passes_of(target))):
+            raise
+        after, repaired = check_repairs(drawn, target)
+        if not repaired:
+            raise  # not a repair: check_pass's own failure stands
+        if statuses is not None:
+            statuses.add(REPAIRED)
+    return program_text(after) != program_text(drawn.reference())
 
 
 def check_verified(drawn: DrawnProgram, target: Target, statuses: set[str] | None = None) -> bool:
@@ -388,12 +405,15 @@ def fuzz(
         try:
             if check is check_verified:
                 report.rewritten += check_verified(drawn, target, statuses)
+            elif check is check_drawn:
+                report.rewritten += check_drawn(drawn, target, statuses)
             else:
                 report.rewritten += check(drawn, target)
         except Exception as error:
             report.failures += 1
             report.classes[classify(error)] += 1
         report.unchecked += "unchecked" in statuses
+        report.repaired += REPAIRED in statuses
         if progress is not None:
             progress(report)
 
