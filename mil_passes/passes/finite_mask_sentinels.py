@@ -24,12 +24,16 @@ and data movement (:data:`MASK_OPS`, and casts between fp16 and fp32), into a ``
 rewritten; an fp32 const (the model computes in fp32, where the sentinel is finite) is not a
 candidate.
 
-After the softmax it is the same: where a row keeps a position, a masked logit ``s - 40000`` gives
-``exp`` 0 in fp16 and fp32 alike, as ``-inf`` does, while the kept logits are within 39,000 of
-each other; a mask factor of 0 gives 0 instead of NaN. A row masked whole, NaN with -inf, becomes
-the softmax of its logits shifted by 40000 (uniform while they are within ±16 of each other, as
-torch's fp32 ``finfo.min`` row is). Two sentinels added may overflow to -inf again, which a
-softmax still reads as 0 (not NaN) while the row keeps a position.
+After the softmax it is the same where a row keeps a position and each masked logit ``s`` is less
+than 39,000 above the row's largest kept logit ``m``: ``exp(s - 40000 - m)`` is then below
+``e^-1000`` and underflows to 0 even in float64, as ``exp(-inf)`` does; a mask factor of 0 gives
+0 instead of NaN. A masked logit further above (a masked fp16 65504 against a kept 5) outweighs
+the sentinel and changes the row: no finite sentinel is exact over all of fp16, so the pass takes
+Apple's -40000 under this condition, and the fuzz counts such a row a miscompile
+(tests/test_fuzz_repairs.py). A row masked whole, NaN with -inf, becomes the softmax of its
+logits shifted by 40000 (uniform while they are within ±16 of each other, as torch's fp32
+``finfo.min`` row is). Two sentinels added may overflow to -inf again, which a softmax still reads
+as 0 (not NaN) while the row keeps a position.
 """
 
 from __future__ import annotations
