@@ -33,7 +33,7 @@ def test_rule_prints_trigger_severity_chips_consequence_confidence_sources_and_f
     labels = [line.split(":")[0].strip() for line in lines[1:] if not line.startswith("    ")]
     assert labels == ["trigger", "severity", "chips", "consequence", "confidence", "sources", "fix"]
     assert "    - roboflow/rf-detr#1495 (measured through Core ML): " in out
-    assert "fix:         mil-passes optimize runs webnn::gather_to_slice" in out
+    assert "fix:         mil-passes optimize runs webnn::gather_to_one_hot_matmul, webnn::gather_to_slice," in out
 
 
 def test_rule_of_a_pass_says_its_evidence_and_fix(capsys):

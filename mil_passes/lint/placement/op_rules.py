@@ -140,7 +140,8 @@ OP_RULES: tuple[PlacementRule, ...] = (
                 "pytorch/executorch#19252", MEASURED, "its compute-plan tool lists ios17.gather among non-ANE op types"
             ),
         ),
-        "slice by constant indices (webnn::gather_to_slice), or compute the table outside the model",
+        "slice by constant indices (webnn::gather_to_slice), gather a constant table of at most 2048 rows as "
+        "a one-hot matmul (webnn::gather_to_one_hot_matmul), or compute the table outside the model",
         checks.gather,
         op_types=("gather", "gather_along_axis", "gather_nd"),
         severity_override="warning",  # ane-guide measures gather native on the private path
