@@ -1,0 +1,243 @@
+"""``webnn::data_movement_rank5_to_rank4``: data movement on rank-5 tensors as rank-4 ops between
+reshapes, and reshapes through a rank-5 tensor as one reshape.
+
+Given (attention heads split in rank 5, as an attention block writes them)::
+
+    %h = reshape(x=%x, shape=[1, 8, 2, 4, 8])                  # %x: (1, 8, 64)
+    %t = transpose(x=%h, perm=[0, 2, 3, 1, 4])                  # (1, 2, 4, 8, 8)
+    %y = reshape(x=%t, shape=[1, 8, 8, 8])
+
+Result (axis 0 has size 1: it merges with axis 1; the reshapes through rank 5 become one)::
+
+    %t_x = reshape(x=%x, shape=[8, 2, 4, 8])
+    %t_rank4 = transpose(x=%t_x, perm=[1, 2, 0, 3])             # (2, 4, 8, 8)
+    %y = reshape(x=%t_rank4, shape=[1, 8, 8, 8])
+
+FluidAudio's published Neural Engine plan for PocketTTS (``Documentation/ANE_Candidates.md``) turns
+rank-5 tensors into rank-4 ones. A ``transpose``, ``slice_by_index``, ``slice_by_size``,
+``slice_update``, ``concat``, ``split`` or ``tile`` of a rank-5 tensor becomes the rank-4 op between
+reshapes where two adjacent axes merge (``_rank5_pairs``): a reshape keeps the row-major order, and
+the rank-4 op moves every element where the rank-5 op moved it, so the result is bit for bit the
+same. A ``reshape``, ``squeeze`` or ``expand_dims`` of a rank-5 tensor that a reshape, squeeze or
+expand_dims made reads that op's input instead, so a chain of rank-5 ops keeps no rank-5 tensor
+between them. Left, with the reason: sizes known only at run time, parameters that are not
+constants, ops where no two adjacent axes merge, and a ``slice_update`` whose value is written to a
+state (reshapes between ``read_state`` and ``coreml_update_state`` would break the in-place form).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from coremltools.converters.mil.mil import Operation, Var
+from coremltools.converters.mil.mil.types.symbolic import any_symbolic
+
+from ..declaration import LintRule, PassDeclaration, Slot
+from ..rewriter import Declined, PatternPass, RewritePattern, Rewriter
+from ..semantics import slice_by_index_positions, slice_by_size_positions
+from . import register
+from ._rank5_pairs import (
+    Shape,
+    axis_after_merge,
+    merge_pair,
+    slice_params,
+    slice_positions4,
+    tile_reps,
+    transpose_perm,
+)
+
+DECLARATION = PassDeclaration(
+    name="data_movement_rank5_to_rank4",
+    summary="Rewrite data movement on rank-5 tensors as rank-4 ops between reshapes.",
+    slots=(
+        Slot(
+            98,
+            "common::remove_symbolic_reshape",
+            "needs static shapes and constant parameters: after fold_shape_ops; after concat_slice_to_slice_concat, "
+            "which reads a window of a rank-5 concat; before merge_consecutive_reshapes, which joins the reshapes "
+            "of the rank-5 ops around it",
+        ),
+    ),
+    rules=(
+        LintRule(
+            "rank5-data-movement",
+            "info",
+            "a transpose, slice, slice_update, concat, split or tile of a rank-5 tensor where two adjacent axes "
+            "merge exactly, or reshapes through a rank-5 tensor",
+            "FluidAudio's published Neural Engine plan for PocketTTS (`Documentation/ANE_Candidates.md`) turns "
+            "rank-5 tensors into rank-4 ones: a stage went from 0% to 100% on the Neural Engine, bit-identical",
+        ),
+    ),
+)
+
+RESHAPES = ("reshape", "squeeze", "expand_dims")
+SLICE_INPUTS = ("begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Axes ``pair``, ``pair + 1`` of the rank-5 input merge; ``params``: the rank-4 op's own."""
+
+    pair: int
+    params: dict[str, Any] = field(hash=False)
+    update: Shape | None = None  # slice_update: the rank-4 shape of its update
+
+
+def _static(var: Var) -> Shape:
+    return tuple(int(d) for d in var.shape)
+
+
+def _constants(op: Operation, names: tuple[str, ...]) -> dict[str, Any] | Declined:
+    """The op's inputs ``names`` that it has, as Python lists, or why they are not constants."""
+    present = {name: getattr(op, name) for name in names if getattr(op, name, None) is not None}
+    runtime = [name for name, var in present.items() if var.val is None]
+    if runtime:
+        return Declined(op, f"{' and '.join(runtime)} known only at run time")
+    return {name: np.asarray(var.val).tolist() for name, var in present.items()}
+
+
+def _slice_plans(op: Operation, shape: Shape, params: dict[str, Any]) -> list[Plan | None] | Declined:
+    squeezed: tuple[int, ...] = ()
+    if op.op_type == "slice_by_size":
+        positions = slice_by_size_positions(shape, params["begin"], params["size"])
+    else:
+        positions, squeezed = slice_by_index_positions(shape, **params)
+    read = tuple(len(p) for a, p in enumerate(positions) if a not in squeezed)
+    typed = _static(op.update if op.op_type == "slice_update" else op.outputs[0])
+    if read != typed:
+        return Declined(op, f"coremltools types its window {typed}, and it reads {read}")
+    plans: list[Plan | None] = []
+    for i in range(4):
+        merged = slice_positions4(positions, shape, i)
+        update = None if merged is None else tuple(len(p) for p in merged)
+        plans.append(None if merged is None else Plan(i, slice_params(merged), update))
+    return plans
+
+
+def _parameters(op: Operation) -> dict[str, Any] | Declined:
+    """The op's constant parameters as Python lists, or why they are not constants."""
+    kind = op.op_type
+    names = {"transpose": ("perm",), "tile": ("reps",), "concat": ("axis",), "split": ("axis",)}
+    return _constants(op, names.get(kind, ("size", *SLICE_INPUTS) if kind == "slice_by_size" else SLICE_INPUTS))
+
+
+def _plans(op: Operation, shape: Shape, params: dict[str, Any]) -> list[Plan | None] | Declined:
+    """For each pair ``i`` of the rank-5 input, the rank-4 op's parameters (None: no merge)."""
+    kind = op.op_type
+    if kind == "transpose":
+        perms = [transpose_perm(shape, params["perm"], i) for i in range(4)]
+        return [None if p is None else Plan(i, {"perm": p}) for i, p in enumerate(perms)]
+    if kind == "tile":
+        reps = [tile_reps(shape, params["reps"], i) for i in range(4)]
+        return [None if r is None else Plan(i, {"reps": r}) for i, r in enumerate(reps)]
+    if kind in ("concat", "split"):
+        axes = [axis_after_merge(params["axis"], shape, i) for i in range(4)]
+        return [None if a is None else Plan(i, {"axis": np.int32(a)}) for i, a in enumerate(axes)]
+    return _slice_plans(op, shape, params)
+
+
+def _tensors(op: Operation) -> list[Var]:
+    return list(op.values) if op.op_type == "concat" else [op.x]
+
+
+class Rank5DataMovement(RewritePattern[Plan]):
+    """A data-movement op on a rank-5 tensor → the rank-4 op between reshapes."""
+
+    op_types = ("transpose", "slice_by_index", "slice_by_size", "slice_update", "concat", "split", "tile")
+    rule = "rank5-data-movement"
+
+    def match(self, op: Operation) -> Plan | Declined | None:
+        tensors = _tensors(op)
+        if any(v.rank != 5 for v in tensors):
+            return None
+        params = _parameters(op)
+        if isinstance(params, Declined):
+            return params
+        if any(any_symbolic(v.shape) for v in (*tensors, *op.outputs)):
+            return Declined(op, "a size is known only at run time")
+        if op.op_type == "slice_update" and any(c.op_type == "coreml_update_state" for c in op.outputs[0].child_ops):
+            return Declined(op, "its value is written to a state, which stays rank 5 (in place, between its reads)")
+        plans = _plans(op, _static(tensors[0]), params)
+        if isinstance(plans, Declined):
+            return plans
+        plan = next((p for p in plans if p is not None), None)
+        if plan is None:
+            return Declined(op, "no two adjacent axes merge: the op moves each pair's elements apart")
+        return plan
+
+    def describe(self, op: Operation, match: Plan) -> str:
+        return (
+            f"{op.op_type} '{op.name}' moves a rank-5 tensor: axes {match.pair} and {match.pair + 1} merge, so it "
+            "becomes a rank-4 op between reshapes"
+        )
+
+    def cause(self, op: Operation, match: Plan) -> str:
+        return "moves a rank-5 tensor: a rank-4 op between reshapes"
+
+    def rewrite(self, op: Operation, match: Plan, rewriter: Rewriter) -> tuple[Var, ...]:
+        name = op.outputs[0].name
+        inputs = {key: var for key, var in op.inputs.items() if key not in (*SLICE_INPUTS, "size")}
+        inputs.update(match.params)
+        if op.op_type == "concat":
+            inputs["values"] = tuple(
+                _reshaped(rewriter, v, merge_pair(_static(v), match.pair), f"{name}_values") for v in op.values
+            )
+        else:
+            inputs["x"] = _reshaped(rewriter, op.x, merge_pair(_static(op.x), match.pair), f"{name}_x")
+        if match.update is not None and op.op_type == "slice_update":
+            inputs["update"] = _reshaped(rewriter, op.update, match.update, f"{name}_update")
+        kind = "slice_by_index" if op.op_type == "slice_by_size" else op.op_type
+        rank4 = rewriter.add(kind, f"{name}_rank4", **inputs)
+        outputs = rank4 if isinstance(rank4, (list, tuple)) else (rank4,)
+        return tuple(
+            rewriter.add("reshape", out.name, x=new, shape=np.array(_static(out), np.int32))
+            for out, new in zip(op.outputs, outputs)
+        )
+
+
+class ReshapeThroughRank5(RewritePattern[Var]):
+    """A reshape, squeeze or expand_dims of a rank-5 tensor made by one of them → one reshape."""
+
+    op_types = RESHAPES
+    rule = "rank5-data-movement"
+
+    def match(self, op: Operation) -> Var | Declined | None:
+        source = op.x.op
+        if op.x.rank != 5 or source is None or source.op_type not in RESHAPES:
+            return None
+        if any_symbolic(op.outputs[0].shape) or any_symbolic(source.x.shape):
+            return Declined(op, "a size is known only at run time")
+        return source.x
+
+    def describe(self, op: Operation, match: Var) -> str:
+        return f"{op.op_type} '{op.name}' reshapes a rank-5 tensor a reshape made: it reshapes '{match.name}' instead"
+
+    def cause(self, op: Operation, match: Var) -> str:
+        return "reshapes a rank-5 tensor a reshape made: one reshape"
+
+    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
+        out = op.outputs[0]
+        if _static(match) == _static(out):
+            return match
+        return rewriter.add("reshape", out.name, x=match, shape=np.array(_static(out), np.int32))
+
+
+def _reshaped(rewriter: Rewriter, var: Var, shape: Shape, name: str) -> Var | np.ndarray:
+    """``var`` in ``shape``: a const's value reshaped; the source of a reshape-made var, reshaped."""
+    if var.val is not None and var.op is not None and var.op.op_type == "const":
+        return np.asarray(var.val).reshape(shape)
+    if var.op is not None and var.op.op_type in RESHAPES and not any_symbolic(var.op.x.shape):
+        var = var.op.x
+    if _static(var) == shape:
+        return var
+    return rewriter.add("reshape", name, x=var, shape=np.array(shape, np.int32))
+
+
+@register(DECLARATION)
+class DataMovementRank5ToRank4(PatternPass):
+    """Rewrite data movement on rank-5 tensors as rank-4 ops between reshapes."""
+
+    def patterns(self) -> list[RewritePattern]:
+        return [Rank5DataMovement(), ReshapeThroughRank5()]
