@@ -309,3 +309,35 @@ def test_a_window_coremltools_types_wrong_is_left():
         isinstance(match, Declined)
         and "coremltools types its window (2, 3, 1, 6, 2), and it reads (2, 3, 1, 2, 2)" in match.reason
     )
+
+
+def test_a_window_is_not_folded_onto_a_concat():
+    """concat_slice_to_slice_concat runs before this pass: a slice that would come to read a concat
+    itself reads it through its reshapes still, so a second run of the pipeline changes nothing."""
+
+    def build():
+        @mb.program(
+            input_specs=[mb.TensorSpec((2, 3, 4, 2)), mb.TensorSpec((2, 3, 4, 3))], opset_version=ct.target.iOS17
+        )
+        def prog(a, b):
+            five = mb.expand_dims(x=mb.concat(values=(a, b), axis=3), axes=[1], name="five")
+            return mb.slice_by_index(x=five, begin=[0, 0, 0, 0, 1], end=[2, 1, 3, 4, 4], name="window")
+
+        return prog
+
+    after = check_pass(build, mil_passes.pipeline(ct.PassPipeline.EMPTY))
+    assert only_op(after, "slice_by_index").x.op.op_type != "concat"
+    (declined,) = DataMovementRank5ToRank4().find_matches(after)[1]
+    assert "a window would read concat" in declined.describe()
+
+
+def test_dead_ops_are_no_candidates():
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec(SHAPE)], opset_version=ct.target.iOS17)
+        def prog(x):
+            mb.transpose(x=x, perm=[1, 0, 2, 3, 4], name="dead")
+            return mb.relu(x=x, name="y")
+
+        return prog
+
+    assert DataMovementRank5ToRank4().find_matches(build()) == ([], [])

@@ -6,14 +6,19 @@ one axis of ``n_i * n_(i+1)``, in row-major order: a transpose that keeps them n
 and in order; a slice whose positions on the pair, read as one axis, are a slice again; a concat,
 split or tile along neither of them. An axis of size 1 merges with either neighbour whatever the op
 does with it. Each planner takes static shapes and constant parameters (Python values) and returns
-the rank-4 op's parameters, or None where the pair does not merge.
+the rank-4 op's parameters, or None where the pair does not merge; :func:`plans` reads an op's.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
-from ..semantics import as_slice
+import numpy as np
+from coremltools.converters.mil.mil import Operation, Var
+
+from ..rewriter import Declined
+from ..semantics import as_slice, slice_by_index_positions, slice_by_size_positions
 
 Shape = tuple[int, ...]
 
@@ -94,3 +99,71 @@ def tile_reps(shape: Shape, reps: Sequence[int], i: int) -> list[int] | None:
     if shape[i] == 1 and reps[i] == 1:
         return [*reps[:i], *reps[i + 1 :]]
     return None
+
+
+# -- an op's plans ---------------------------------------------------------------------------
+
+SLICE_INPUTS = ("begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Axes ``pair``, ``pair + 1`` of the rank-5 input merge; ``params``: the rank-4 op's own."""
+
+    pair: int
+    params: dict[str, Any] = field(hash=False)
+    update: Shape | None = None  # slice_update: the rank-4 shape of its update
+
+
+def static_shape(var: Var) -> Shape:
+    """``var``'s shape as ints (no size known only at run time)."""
+    return tuple(int(d) for d in var.shape)
+
+
+def _constants(op: Operation, names: tuple[str, ...]) -> dict[str, Any] | Declined:
+    """The op's inputs ``names`` that it has, as Python lists, or why they are not constants."""
+    present = {name: getattr(op, name) for name in names if getattr(op, name, None) is not None}
+    runtime = [name for name, var in present.items() if var.val is None]
+    if runtime:
+        return Declined(op, f"{' and '.join(runtime)} known only at run time")
+    return {name: np.asarray(var.val).tolist() for name, var in present.items()}
+
+
+def _slice_plans(op: Operation, shape: Shape, params: dict[str, Any]) -> list[Plan | None] | Declined:
+    squeezed: tuple[int, ...] = ()
+    if op.op_type == "slice_by_size":
+        positions = slice_by_size_positions(shape, params["begin"], params["size"])
+    else:
+        positions, squeezed = slice_by_index_positions(shape, **params)
+    read = tuple(len(p) for a, p in enumerate(positions) if a not in squeezed)
+    typed = static_shape(op.update if op.op_type == "slice_update" else op.outputs[0])
+    if read != typed:
+        return Declined(op, f"coremltools types its window {typed}, and it reads {read}")
+    plans: list[Plan | None] = []
+    for i in range(4):
+        merged = slice_positions4(positions, shape, i)
+        update = None if merged is None else tuple(len(p) for p in merged)
+        plans.append(None if merged is None else Plan(i, slice_params(merged), update))
+    return plans
+
+
+def parameters(op: Operation) -> dict[str, Any] | Declined:
+    """The op's constant parameters as Python lists, or why they are not constants."""
+    kind = op.op_type
+    names = {"transpose": ("perm",), "tile": ("reps",), "concat": ("axis",), "split": ("axis",)}
+    return _constants(op, names.get(kind, ("size", *SLICE_INPUTS) if kind == "slice_by_size" else SLICE_INPUTS))
+
+
+def plans(op: Operation, shape: Shape, params: dict[str, Any]) -> list[Plan | None] | Declined:
+    """For each pair ``i`` of the rank-5 input, the rank-4 op's parameters (None: no merge)."""
+    kind = op.op_type
+    if kind == "transpose":
+        perms = [transpose_perm(shape, params["perm"], i) for i in range(4)]
+        return [None if p is None else Plan(i, {"perm": p}) for i, p in enumerate(perms)]
+    if kind == "tile":
+        reps = [tile_reps(shape, params["reps"], i) for i in range(4)]
+        return [None if r is None else Plan(i, {"reps": r}) for i, r in enumerate(reps)]
+    if kind in ("concat", "split"):
+        axes = [axis_after_merge(params["axis"], shape, i) for i in range(4)]
+        return [None if a is None else Plan(i, {"axis": np.int32(a)}) for i, a in enumerate(axes)]
+    return _slice_plans(op, shape, params)

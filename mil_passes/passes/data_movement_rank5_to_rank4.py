@@ -27,26 +27,15 @@ state (reshapes between ``read_state`` and ``coreml_update_state`` would break t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 from coremltools.converters.mil.mil import Operation, Var
 from coremltools.converters.mil.mil.types.symbolic import any_symbolic
 
 from ..declaration import LintRule, PassDeclaration, Slot
+from ..ir import is_used
 from ..rewriter import Declined, PatternPass, RewritePattern, Rewriter
-from ..semantics import slice_by_index_positions, slice_by_size_positions
 from . import register
-from ._rank5_pairs import (
-    Shape,
-    axis_after_merge,
-    merge_pair,
-    slice_params,
-    slice_positions4,
-    tile_reps,
-    transpose_perm,
-)
+from ._rank5_pairs import SLICE_INPUTS, Plan, Shape, merge_pair, parameters, plans, static_shape
 
 DECLARATION = PassDeclaration(
     name="data_movement_rank5_to_rank4",
@@ -73,69 +62,7 @@ DECLARATION = PassDeclaration(
 )
 
 RESHAPES = ("reshape", "squeeze", "expand_dims")
-SLICE_INPUTS = ("begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Axes ``pair``, ``pair + 1`` of the rank-5 input merge; ``params``: the rank-4 op's own."""
-
-    pair: int
-    params: dict[str, Any] = field(hash=False)
-    update: Shape | None = None  # slice_update: the rank-4 shape of its update
-
-
-def _static(var: Var) -> Shape:
-    return tuple(int(d) for d in var.shape)
-
-
-def _constants(op: Operation, names: tuple[str, ...]) -> dict[str, Any] | Declined:
-    """The op's inputs ``names`` that it has, as Python lists, or why they are not constants."""
-    present = {name: getattr(op, name) for name in names if getattr(op, name, None) is not None}
-    runtime = [name for name, var in present.items() if var.val is None]
-    if runtime:
-        return Declined(op, f"{' and '.join(runtime)} known only at run time")
-    return {name: np.asarray(var.val).tolist() for name, var in present.items()}
-
-
-def _slice_plans(op: Operation, shape: Shape, params: dict[str, Any]) -> list[Plan | None] | Declined:
-    squeezed: tuple[int, ...] = ()
-    if op.op_type == "slice_by_size":
-        positions = slice_by_size_positions(shape, params["begin"], params["size"])
-    else:
-        positions, squeezed = slice_by_index_positions(shape, **params)
-    read = tuple(len(p) for a, p in enumerate(positions) if a not in squeezed)
-    typed = _static(op.update if op.op_type == "slice_update" else op.outputs[0])
-    if read != typed:
-        return Declined(op, f"coremltools types its window {typed}, and it reads {read}")
-    plans: list[Plan | None] = []
-    for i in range(4):
-        merged = slice_positions4(positions, shape, i)
-        update = None if merged is None else tuple(len(p) for p in merged)
-        plans.append(None if merged is None else Plan(i, slice_params(merged), update))
-    return plans
-
-
-def _parameters(op: Operation) -> dict[str, Any] | Declined:
-    """The op's constant parameters as Python lists, or why they are not constants."""
-    kind = op.op_type
-    names = {"transpose": ("perm",), "tile": ("reps",), "concat": ("axis",), "split": ("axis",)}
-    return _constants(op, names.get(kind, ("size", *SLICE_INPUTS) if kind == "slice_by_size" else SLICE_INPUTS))
-
-
-def _plans(op: Operation, shape: Shape, params: dict[str, Any]) -> list[Plan | None] | Declined:
-    """For each pair ``i`` of the rank-5 input, the rank-4 op's parameters (None: no merge)."""
-    kind = op.op_type
-    if kind == "transpose":
-        perms = [transpose_perm(shape, params["perm"], i) for i in range(4)]
-        return [None if p is None else Plan(i, {"perm": p}) for i, p in enumerate(perms)]
-    if kind == "tile":
-        reps = [tile_reps(shape, params["reps"], i) for i in range(4)]
-        return [None if r is None else Plan(i, {"reps": r}) for i, r in enumerate(reps)]
-    if kind in ("concat", "split"):
-        axes = [axis_after_merge(params["axis"], shape, i) for i in range(4)]
-        return [None if a is None else Plan(i, {"axis": np.int32(a)}) for i, a in enumerate(axes)]
-    return _slice_plans(op, shape, params)
+WINDOWS = ("slice_by_index", "slice_by_size", "split")
 
 
 def _tensors(op: Operation) -> list[Var]:
@@ -150,19 +77,19 @@ class Rank5DataMovement(RewritePattern[Plan]):
 
     def match(self, op: Operation) -> Plan | Declined | None:
         tensors = _tensors(op)
-        if any(v.rank != 5 for v in tensors):
-            return None
-        params = _parameters(op)
+        if any(v.rank != 5 for v in tensors) or not any(map(is_used, op.outputs)):
+            return None  # not rank 5, or dead code
+        params = parameters(op)
         if isinstance(params, Declined):
             return params
         if any(any_symbolic(v.shape) for v in (*tensors, *op.outputs)):
             return Declined(op, "a size is known only at run time")
         if op.op_type == "slice_update" and any(c.op_type == "coreml_update_state" for c in op.outputs[0].child_ops):
             return Declined(op, "its value is written to a state, which stays rank 5 (in place, between its reads)")
-        plans = _plans(op, _static(tensors[0]), params)
-        if isinstance(plans, Declined):
-            return plans
-        plan = next((p for p in plans if p is not None), None)
+        planned = plans(op, static_shape(tensors[0]), params)
+        if isinstance(planned, Declined):
+            return planned
+        plan = next((p for p in planned if p is not None), None)
         if plan is None:
             return Declined(op, "no two adjacent axes merge: the op moves each pair's elements apart")
         return plan
@@ -182,17 +109,18 @@ class Rank5DataMovement(RewritePattern[Plan]):
         inputs.update(match.params)
         if op.op_type == "concat":
             inputs["values"] = tuple(
-                _reshaped(rewriter, v, merge_pair(_static(v), match.pair), f"{name}_values") for v in op.values
+                _reshaped(rewriter, v, merge_pair(static_shape(v), match.pair), f"{name}_values") for v in op.values
             )
         else:
-            inputs["x"] = _reshaped(rewriter, op.x, merge_pair(_static(op.x), match.pair), f"{name}_x")
+            shape = merge_pair(static_shape(op.x), match.pair)
+            inputs["x"] = _reshaped(rewriter, op.x, shape, f"{name}_x", through=not _onto_concat(op.x, shape, op))
         if match.update is not None and op.op_type == "slice_update":
             inputs["update"] = _reshaped(rewriter, op.update, match.update, f"{name}_update")
         kind = "slice_by_index" if op.op_type == "slice_by_size" else op.op_type
         rank4 = rewriter.add(kind, f"{name}_rank4", **inputs)
         outputs = rank4 if isinstance(rank4, (list, tuple)) else (rank4,)
         return tuple(
-            rewriter.add("reshape", out.name, x=new, shape=np.array(_static(out), np.int32))
+            rewriter.add("reshape", out.name, x=new, shape=np.array(static_shape(out), np.int32))
             for out, new in zip(op.outputs, outputs)
         )
 
@@ -205,10 +133,16 @@ class ReshapeThroughRank5(RewritePattern[Var]):
 
     def match(self, op: Operation) -> Var | Declined | None:
         source = op.x.op
-        if op.x.rank != 5 or source is None or source.op_type not in RESHAPES:
+        if op.x.rank != 5 or source is None or source.op_type not in RESHAPES or not is_used(op.outputs[0]):
             return None
         if any_symbolic(op.outputs[0].shape) or any_symbolic(source.x.shape):
             return Declined(op, "a size is known only at run time")
+        readers = [child for child in op.outputs[0].child_ops]
+        if any(_onto_concat(source.x, static_shape(op.outputs[0]), reader) for reader in readers):
+            return Declined(
+                op,
+                f"a window would read concat '{source.x.op.name}' itself, after concat_slice_to_slice_concat ran",
+            )
         return source.x
 
     def describe(self, op: Operation, match: Var) -> str:
@@ -219,18 +153,29 @@ class ReshapeThroughRank5(RewritePattern[Var]):
 
     def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
         out = op.outputs[0]
-        if _static(match) == _static(out):
+        if static_shape(match) == static_shape(out):
             return match
-        return rewriter.add("reshape", out.name, x=match, shape=np.array(_static(out), np.int32))
+        return rewriter.add("reshape", out.name, x=match, shape=np.array(static_shape(out), np.int32))
 
 
-def _reshaped(rewriter: Rewriter, var: Var, shape: Shape, name: str) -> Var | np.ndarray:
-    """``var`` in ``shape``: a const's value reshaped; the source of a reshape-made var, reshaped."""
+def _onto_concat(source: Var, shape: Shape, reader: Operation) -> bool:
+    """Would ``reader`` (a window op), reading ``source`` in ``shape``, read a concat's output itself?
+    (``concat_slice_to_slice_concat`` has run before this pass: a window it did not see stays unseen.)"""
+    made_by = source.op if source.op is not None and source.op.op_type in RESHAPES else None
+    if made_by is not None and not any_symbolic(made_by.x.shape):
+        source = made_by.x
+    concat = source.op is not None and source.op.op_type == "concat"
+    return reader.op_type in WINDOWS and concat and not any_symbolic(source.shape) and static_shape(source) == shape
+
+
+def _reshaped(rewriter: Rewriter, var: Var, shape: Shape, name: str, through: bool = True) -> Var | np.ndarray:
+    """``var`` in ``shape``: a const's value reshaped; (``through``) the source of a reshape-made var,
+    reshaped."""
     if var.val is not None and var.op is not None and var.op.op_type == "const":
         return np.asarray(var.val).reshape(shape)
-    if var.op is not None and var.op.op_type in RESHAPES and not any_symbolic(var.op.x.shape):
+    if through and var.op is not None and var.op.op_type in RESHAPES and not any_symbolic(var.op.x.shape):
         var = var.op.x
-    if _static(var) == shape:
+    if static_shape(var) == shape:
         return var
     return rewriter.add("reshape", name, x=var, shape=np.array(shape, np.int32))
 
