@@ -341,3 +341,20 @@ def test_dead_ops_are_no_candidates():
         return prog
 
     assert DataMovementRank5ToRank4().find_matches(build()) == ([], [])
+
+
+def test_a_reshape_of_run_time_size_folds_when_its_target_is_literal():
+    """The KV write dynamic_state_update_to_mask builds: ``expand_dims`` of a run-time length to rank 5,
+    then a reshape to ``[2, -1, 8]``; the target's -1 is solved from the source as it was."""
+
+    def build(target):
+        @mb.program(input_specs=[mb.TensorSpec((1, 2, get_new_symbol(), 8))], opset_version=ct.target.iOS17)
+        def prog(x):
+            return mb.reshape(x=mb.expand_dims(x=x, axes=[0]), shape=target, name="y")
+
+        return prog
+
+    after = check_pass(lambda: build([2, -1, 8]), PASS, sizes=3)
+    assert [op.op_type for op in iter_ops(after) if op.op_type != "const"] == ["reshape"]
+    match = ReshapeThroughRank5().match(only_op(build([0, 0, 2, -1, 8]), "reshape"))
+    assert isinstance(match, Declined) and match.reason == "a size is known only at run time"

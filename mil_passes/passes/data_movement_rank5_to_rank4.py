@@ -19,13 +19,17 @@ rank-5 tensors into rank-4 ones. A ``transpose``, ``slice_by_index``, ``slice_by
 reshapes where two adjacent axes merge (``_rank5_pairs``): a reshape keeps the row-major order, and
 the rank-4 op moves every element where the rank-5 op moved it, so the result is bit for bit the
 same. A ``reshape``, ``squeeze`` or ``expand_dims`` of a rank-5 tensor that a reshape, squeeze or
-expand_dims made reads that op's input instead, so a chain of rank-5 ops keeps no rank-5 tensor
-between them. Left, with the reason: sizes known only at run time, parameters that are not
-constants, ops where no two adjacent axes merge, and a ``slice_update`` whose value is written to a
-state (reshapes between ``read_state`` and ``coreml_update_state`` would break the in-place form).
+expand_dims made reads that op's input instead (a reshape to literal sizes even where a size is known
+only at run time), so a chain of rank-5 ops keeps no rank-5 tensor between them. Left, with the
+reason: sizes known only at run time, parameters that are not constants, a window coremltools types
+other than it reads, ops where no two adjacent axes merge, a fold that would put a window right on a
+concat (``concat_slice_to_slice_concat`` ran before), and a ``slice_update`` whose value is written to
+a state (reshapes between ``read_state`` and ``coreml_update_state`` would break the in-place form).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 from coremltools.converters.mil.mil import Operation, Var
@@ -47,6 +51,12 @@ DECLARATION = PassDeclaration(
             "needs static shapes and constant parameters: after fold_shape_ops; after concat_slice_to_slice_concat, "
             "which reads a window of a rank-5 concat; before merge_consecutive_reshapes, which joins the reshapes "
             "of the rank-5 ops around it",
+        ),
+        Slot(
+            104,
+            "common::dedup_op_and_var_names",
+            "again after dynamic_state_update_to_mask, whose blend of a rank-5 state reshapes its placed rows "
+            "through rank 5 (merge_consecutive_reshapes has run by then)",
         ),
     ),
     rules=(
@@ -125,37 +135,49 @@ class Rank5DataMovement(RewritePattern[Plan]):
         )
 
 
-class ReshapeThroughRank5(RewritePattern[Var]):
+@dataclass(frozen=True)
+class Fold:
+    """Reshape ``source`` to ``target`` (``None``: ``source`` is the result itself)."""
+
+    source: Var
+    target: np.ndarray | None = field(default=None, compare=False)
+
+
+class ReshapeThroughRank5(RewritePattern[Fold]):
     """A reshape, squeeze or expand_dims of a rank-5 tensor made by one of them → one reshape."""
 
     op_types = RESHAPES
     rule = "rank5-data-movement"
 
-    def match(self, op: Operation) -> Var | Declined | None:
-        source = op.x.op
-        if op.x.rank != 5 or source is None or source.op_type not in RESHAPES or not is_used(op.outputs[0]):
+    def match(self, op: Operation) -> Fold | Declined | None:
+        made_by, out = op.x.op, op.outputs[0]
+        if op.x.rank != 5 or made_by is None or made_by.op_type not in RESHAPES or not is_used(out):
             return None
-        if any_symbolic(op.outputs[0].shape) or any_symbolic(source.x.shape):
-            return Declined(op, "a size is known only at run time")
-        readers = [child for child in op.outputs[0].child_ops]
-        if any(_onto_concat(source.x, static_shape(op.outputs[0]), reader) for reader in readers):
+        source = made_by.x
+        if any_symbolic(out.shape) or any_symbolic(source.shape):
+            # a target of literal sizes (a -1 solved from the source's size) reads any source
+            target = op.shape.val if op.op_type == "reshape" else None
+            if target is None or 0 in target:
+                return Declined(op, "a size is known only at run time")
+            return Fold(source, np.asarray(target, np.int32))
+        if any(_onto_concat(source, static_shape(out), reader) for reader in out.child_ops):
             return Declined(
-                op,
-                f"a window would read concat '{source.x.op.name}' itself, after concat_slice_to_slice_concat ran",
+                op, f"a window would read concat '{source.op.name}' itself, after concat_slice_to_slice_concat ran"
             )
-        return source.x
+        same = static_shape(source) == static_shape(out)
+        return Fold(source, None if same else np.array(static_shape(out), np.int32))
 
-    def describe(self, op: Operation, match: Var) -> str:
-        return f"{op.op_type} '{op.name}' reshapes a rank-5 tensor a reshape made: it reshapes '{match.name}' instead"
+    def describe(self, op: Operation, match: Fold) -> str:
+        name = match.source.name
+        return f"{op.op_type} '{op.name}' reshapes a rank-5 tensor a reshape made: it reshapes '{name}' instead"
 
-    def cause(self, op: Operation, match: Var) -> str:
+    def cause(self, op: Operation, match: Fold) -> str:
         return "reshapes a rank-5 tensor a reshape made: one reshape"
 
-    def rewrite(self, op: Operation, match: Var, rewriter: Rewriter) -> Var:
-        out = op.outputs[0]
-        if static_shape(match) == static_shape(out):
-            return match
-        return rewriter.add("reshape", out.name, x=match, shape=np.array(static_shape(out), np.int32))
+    def rewrite(self, op: Operation, match: Fold, rewriter: Rewriter) -> Var:
+        if match.target is None:
+            return match.source
+        return rewriter.add("reshape", op.outputs[0].name, x=match.source, shape=match.target)
 
 
 def _onto_concat(source: Var, shape: Shape, reader: Operation) -> bool:
