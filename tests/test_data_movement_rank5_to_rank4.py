@@ -358,3 +358,22 @@ def test_a_reshape_of_run_time_size_folds_when_its_target_is_literal():
     assert [op.op_type for op in iter_ops(after) if op.op_type != "const"] == ["reshape"]
     match = ReshapeThroughRank5().match(only_op(build([0, 0, 2, -1, 8]), "reshape"))
     assert isinstance(match, Declined) and match.reason == "a size is known only at run time"
+
+
+def test_a_split_along_another_axis_reads_the_rank_4_concat():
+    """concat_slice_to_slice_concat leaves a split that is not along the concat axis: the fold may
+    put it right on the concat (the cache joined with the new step, an output too, then split)."""
+
+    def build():
+        specs = [mb.TensorSpec((2, 1, 5, 4, 8)), mb.TensorSpec((2, 1, 1, 4, 8))]
+
+        @mb.program(input_specs=specs, opset_version=ct.target.iOS17)
+        def prog(cache, new):
+            joined = mb.concat(values=(cache, new), axis=2, name="joined")
+            keys, _ = mb.split(x=joined, num_splits=2, axis=0)
+            return mb.relu(x=mb.squeeze(x=keys, axes=[0]), name="y"), joined
+
+        return prog
+
+    after = check_pass(build, mil_passes.pipeline(ct.PassPipeline.EMPTY))
+    assert only_op(after, "split").x.op.op_type == "concat" and only_op(after, "split").x.rank == 4

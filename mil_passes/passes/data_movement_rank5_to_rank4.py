@@ -123,7 +123,8 @@ class Rank5DataMovement(RewritePattern[Plan]):
             )
         else:
             shape = merge_pair(static_shape(op.x), match.pair)
-            inputs["x"] = _reshaped(rewriter, op.x, shape, f"{name}_x", through=not _onto_concat(op.x, shape, op))
+            onto = _onto_concat(op.x, shape, op.op_type, match.params.get("axis"))
+            inputs["x"] = _reshaped(rewriter, op.x, shape, f"{name}_x", through=not onto)
         if match.update is not None and op.op_type == "slice_update":
             inputs["update"] = _reshaped(rewriter, op.update, match.update, f"{name}_update")
         kind = "slice_by_index" if op.op_type == "slice_by_size" else op.op_type
@@ -160,7 +161,8 @@ class ReshapeThroughRank5(RewritePattern[Fold]):
             if target is None or 0 in target:
                 return Declined(op, "a size is known only at run time")
             return Fold(source, np.asarray(target, np.int32))
-        if any(_onto_concat(source, static_shape(out), reader) for reader in out.child_ops):
+        readers = [(r.op_type, r.axis.val if r.op_type == "split" else None) for r in out.child_ops]
+        if any(_onto_concat(source, static_shape(out), *reader) for reader in readers):
             return Declined(
                 op, f"a window would read concat '{source.op.name}' itself, after concat_slice_to_slice_concat ran"
             )
@@ -180,14 +182,20 @@ class ReshapeThroughRank5(RewritePattern[Fold]):
         return rewriter.add("reshape", op.outputs[0].name, x=match.source, shape=match.target)
 
 
-def _onto_concat(source: Var, shape: Shape, reader: Operation) -> bool:
-    """Would ``reader`` (a window op), reading ``source`` in ``shape``, read a concat's output itself?
-    (``concat_slice_to_slice_concat`` has run before this pass: a window it did not see stays unseen.)"""
+def _onto_concat(source: Var, shape: Shape, reader: str, split_axis: int | None = None) -> bool:
+    """Would a ``reader`` op (splitting ``split_axis``), reading ``source`` in ``shape``, become a window
+    of a concat's output that ``concat_slice_to_slice_concat`` cuts? It ran before this pass: a window
+    it did not see must stay unseen (a slice, or a split along the concat axis; not an interleave)."""
     made_by = source.op if source.op is not None and source.op.op_type in RESHAPES else None
     if made_by is not None and not any_symbolic(made_by.x.shape):
         source = made_by.x
-    concat = source.op is not None and source.op.op_type == "concat"
-    return reader.op_type in WINDOWS and concat and not any_symbolic(source.shape) and static_shape(source) == shape
+    concat = source.op
+    if reader not in WINDOWS or concat is None or concat.op_type != "concat" or any_symbolic(source.shape):
+        return False
+    if static_shape(source) != shape or (concat.interleave is not None and concat.interleave.val):
+        return False
+    rank = len(shape)
+    return reader != "split" or (split_axis is not None and split_axis % rank == int(concat.axis.val) % rank)
 
 
 def _reshaped(rewriter: Rewriter, var: Var, shape: Shape, name: str, through: bool = True) -> Var | np.ndarray:
