@@ -1,14 +1,16 @@
 """Plants of the Neural Engine rewrites: a gather by constant indices, a k=1 topk read for its
-index, a rank-5 matmul, a rank-5 elementwise op, a scatter into a rank-5 tensor — each with the
-look-alikes its pass must leave (run-time indices, too many runs, values read, broadcast batch
-axes, index tuples of 4 or 5 axes)."""
+index, a rank-5 matmul, a rank-5 elementwise op, a scatter into a rank-5 tensor, data movement on
+a rank-5 tensor — each with the look-alikes its pass must leave (run-time indices, too many runs,
+values read, broadcast batch axes, index tuples of 4 or 5 axes, a transpose that splits every pair)."""
 
 from __future__ import annotations
 
+import coremltools as ct
 import numpy as np
 from hypothesis import strategies as st
 
 from ...passes import (
+    data_movement_rank5_to_rank4,
     elementwise_rank5_to_rank4,
     gather_to_slice,
     matmul_rank5_to_rank4,
@@ -179,10 +181,76 @@ def plant_rank5_scatter(g: Grower) -> list[Ref]:
     return g.emit(op_type, {"data": data, "updates": updates, **args})
 
 
+def _rank5_window(rng: np.random.Generator, size: int) -> tuple[int, int, int, bool]:
+    """``slice_by_index`` bounds on an axis of ``size`` (begin, end, stride, end_mask): whole, one
+    position, a run, a stride, reversed (a masked end), a negative begin."""
+    form = int(rng.integers(0, 6))
+    start = int(rng.integers(0, size))
+    if form == 0:
+        return 0, size, 1, False
+    if form == 1:
+        return start, start + 1, 1, False
+    if form == 4:
+        return start, 0, -1, True
+    if form == 5:
+        return start - size, size, 1, False
+    return start, size, 1 if form == 2 else 2, False
+
+
+def plant_rank5_data_movement(g: Grower) -> list[Ref]:
+    """Data movement on a rank-5 tensor (sizes 1 to 3 from one drawn seed): a transpose that keeps
+    a pair together or moves a size-1 axis, slices of every kind (squeezes, strides, reversed, by
+    size), a slice_update, a concat, a split or a tile along one axis, a reshape from rank 4 and
+    back; now and then a transpose that splits every pair (left)."""
+    dtype = g.choose(FLOATS + ("int32",))
+    rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
+    shape = tuple(int(d) for d in rng.integers(1, 4, size=5))
+    form = g.choose(("transpose", "slice", "slice_by_size", "slice_update", "concat", "split", "tile", "chain"))
+    if form == "chain":  # rank 4 -> rank 5 -> transpose -> rank 4: the attention heads' round trip
+        flat = g.emit("identity", {"x": _seeded(g, dtype, (shape[0], shape[1] * shape[2], *shape[3:]))})[0]
+        x = g.emit("reshape", {"x": flat, "shape": g.ints(shape)})[0]
+        moved = g.emit("transpose", {"x": x, "perm": g.ints([0, 2, 3, 1, 4])})[0]
+        return g.emit("reshape", {"x": moved, "shape": g.ints([shape[0], -1, shape[1], shape[4]])})
+    x = g.emit("identity", {"x": _seeded(g, dtype, shape)})[0]
+    axis = int(rng.integers(0, 5))
+    if form == "transpose":
+        perm = [int(a) for a in rng.permutation(5)]
+        if g.chance(5):  # every pair split (sizes above 1): left
+            x = g.emit("identity", {"x": _seeded(g, dtype, tuple(d + 1 for d in shape))})[0]
+            perm = [4, 3, 2, 1, 0]
+        return g.emit("transpose", {"x": x, "perm": g.ints(perm)})
+    if form == "slice_by_size":
+        starts = [int(rng.integers(0, d)) for d in shape]  # coremltools types a negative begin of size -1 wrong
+        size = [int(rng.integers(1, d - b + 1)) if g.chance(2) else -1 for b, d in zip(starts, shape)]
+        return g.emit("slice_by_size", {"x": x, "begin": g.ints(starts), "size": g.ints(size)})
+    if form in ("slice", "slice_update"):
+        begin, end, stride, end_mask = zip(*(_rank5_window(rng, d) for d in shape))
+        args = {"x": x, "begin": g.ints(begin), "end": g.ints(end), "stride": g.ints(stride)}
+        args["end_mask"] = np.array(end_mask, np.bool_)
+        bounds = zip(shape, begin, end, stride, end_mask)
+        window = tuple(len(range(d)[b : None if m else e : s]) for d, b, e, s, m in bounds)
+        if form == "slice":
+            squeeze = [size == 1 and g.chance(3) for size in window]
+            return g.emit("slice_by_index", {**args, "squeeze_mask": np.array(squeeze, np.bool_)})
+        if g.opset < ct.target.iOS18:  # slice_update is iOS18's
+            return []
+        update = g.emit("identity", {"x": _seeded(g, dtype, window)})[0]
+        return g.emit("slice_update", {**args, "update": update})
+    if form == "concat":
+        other = (*shape[:axis], int(rng.integers(1, 4)), *shape[axis + 1 :])
+        piece = g.emit("identity", {"x": _seeded(g, dtype, other)})[0]
+        return g.emit("concat", {"values": (x, piece), "axis": g.ints(axis - 5 if g.chance(2) else axis)})
+    if form == "split":
+        return g.emit("split", {"x": x, "num_splits": g.ints(shape[axis]), "axis": g.ints(axis)})
+    reps = [int(r) for r in rng.integers(1, 3, size=5)]
+    return g.emit("tile", {"x": x, "reps": g.ints(reps)})
+
+
 PLACEMENT_PLANTS = {
     gather_to_slice.DECLARATION.name: plant_constant_gather,
     topk_to_argmax.DECLARATION.name: plant_top_index,
     matmul_rank5_to_rank4.DECLARATION.name: plant_rank5_matmul,
     elementwise_rank5_to_rank4.DECLARATION.name: plant_rank5_elementwise,
     scatter_rank5_to_rank4.DECLARATION.name: plant_rank5_scatter,
+    data_movement_rank5_to_rank4.DECLARATION.name: plant_rank5_data_movement,
 }
