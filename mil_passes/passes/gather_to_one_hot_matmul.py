@@ -9,7 +9,9 @@ Given (an embedding lookup of a table of D rows, its index already an integer in
 Result::
 
     %rows_index = expand_dims(x=%index_fp16, axes=[-1])
-    %rows_hit = equal(x=%rows_index, y=[0, 1, …, D-1])                  # fp16
+    %rows_row = equal(x=%rows_index, y=[0, 1, …, D-1])                  # fp16
+    %rows_from_end = equal(x=%rows_index, y=[-D, …, -1])                # if the index may be negative
+    %rows_hit = logical_or(x=%rows_row, y=%rows_from_end)
     %rows_one_hot = cast(x=%rows_hit, dtype="fp16")                     # the table's dtype
     %rows = matmul(x=%rows_one_hot, y=%table)
 
@@ -23,9 +25,11 @@ with no ``-0``, inf or NaN, which is checked. The index must be an integer in th
 it is traced back through ``add``/``sub``/``minimum``/``maximum``/``select`` with integer
 constants to casts of int16 or narrower ids, with its range bounded, and the table has at most
 :data:`MAX_ROWS` rows, so every row number and every index the cast to int16 could read as one is
-an integer the float dtype holds exactly. An index out of range (undefined for a gather with
-``validate_indices=False``; the reference interpreter raises) reads a row of zeros; before iOS17 a
-gather reads a negative index from the end, so there the index must be shown non-negative.
+an integer the float dtype holds exactly. A negative index in ``[-D, 0)`` reads row ``D + i``, as a
+gather does before iOS17 and the reference interpreter does at every opset (iOS17's gather calls it
+out of range, so the guard before it, but a signed cast passes it on); a uint16 cast makes it a
+large index. An index out of range (undefined for a gather with ``validate_indices=False``; the
+reference interpreter raises) reads a row of zeros.
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from coremltools.converters.mil._deployment_compatibility import AvailableTarget
 from coremltools.converters.mil.mil import Operation, Var, types
 
 from ..declaration import PassDeclaration, Slot
@@ -72,9 +75,11 @@ _WIDE = ("int16", "uint16", "int32")
 
 @dataclass(frozen=True)
 class OneHot:
-    """The gather as a one-hot matmul: the integer-valued float ``index`` the gather's cast reads."""
+    """The gather as a one-hot matmul: the integer-valued float ``index`` the gather's cast reads, and
+    whether it may be a negative row number (counted from the end)."""
 
     index: Var
+    from_end: bool
 
 
 def _const_int(var: Var) -> int | None:
@@ -153,10 +158,8 @@ class GatherOfSmallTable(RewritePattern[OneHot]):
         bounds = integer_range(index)
         if bounds is None or max(-bounds[0], bounds[1]) > _FINITE[index.dtype]:
             return Declined(op, "its index is not shown to be an integer its float dtype holds")
-        if bounds[0] < 0 and op.opset_version < AvailableTarget.iOS17:
-            return Declined(op, "its index may be negative, which reads a row before iOS17 (from the end)")
         refusal = table_refusal(table)
-        return Declined(op, refusal) if refusal else OneHot(index)
+        return Declined(op, refusal) if refusal else OneHot(index, bounds[0] < 0 and cast.dtype.val != "uint16")
 
     def detail(self, op: Operation, match: OneHot) -> str:
         return f"a table of {op.x.shape[0]} rows"
@@ -165,7 +168,11 @@ class GatherOfSmallTable(RewritePattern[OneHot]):
         out, rows = op.outputs[0], op.x.shape[0]
         index_dtype = types.nptype_from_builtin(match.index.dtype)
         index = rewriter.add("expand_dims", f"{out.name}_index", x=match.index, axes=[-1])
-        hit = rewriter.add("equal", f"{out.name}_hit", x=index, y=np.arange(rows).astype(index_dtype))
+        numbers = np.arange(rows).astype(index_dtype)
+        hit = rewriter.add("equal", f"{out.name}_row", x=index, y=numbers)
+        if match.from_end:
+            from_end = rewriter.add("equal", f"{out.name}_from_end", x=index, y=numbers - index_dtype(rows))
+            hit = rewriter.add("logical_or", f"{out.name}_hit", x=hit, y=from_end)
         one_hot = rewriter.add("cast", f"{out.name}_one_hot", x=hit, dtype=types.builtin_to_string(op.x.dtype))
         return rewriter.add("matmul", out.name, x=one_hot, y=op.x)
 

@@ -94,7 +94,7 @@ def plant_guarded_gather(g: Grower) -> list[Ref]:
 def plant_one_hot_gather(g: Grower) -> list[Ref]:
     """A gather from a constant table by the fp16 guard ``gather_index_guard_in_fp16`` leaves: int16
     ids in range cast to fp16, ``select(ids >= 0, minimum(ids, D), ids + D)``, cast to int16; now and
-    then non-negative ids gathered without the guard, or a table holding -0 or inf (left)."""
+    then ids gathered without the guard, or a table holding -0 or inf (left)."""
     if not g.ios17:
         return []
     rows, width = g.draw(st.integers(1, 12)), g.draw(st.integers(1, 3))
@@ -103,7 +103,7 @@ def plant_one_hot_gather(g: Grower) -> list[Ref]:
         table[0, 0] = g.choose((-0.0, np.inf))
     rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
     guarded = not g.chance(6)
-    values = rng.integers(-rows if guarded else 0, rows, (g.draw(st.integers(1, 4)),)).astype(np.int16)
+    values = rng.integers(-2 * rows if guarded else -rows, rows, (g.draw(st.integers(1, 4)),)).astype(np.int16)
     ids = g.emit("cast", {"x": g.emit("identity", {"x": values})[0], "dtype": np.str_("fp16")})[0]
     index = ids
     if guarded:
