@@ -13,19 +13,22 @@ Result::
     %s0 = shape(x=%k0)
     %s1 = shape(x=%k0)      # coremltools' remove_redundant_ops then makes it %s0, and merges what reads both
 
-Why the dims are equal. Each var gets a key per axis: its size when static; else the key of its
-coremltools symbol. A symbol is one number wherever it appears (MIL's meaning of a symbol: type
-inference copies one only to a dim its shape rule makes equal, as an elementwise op's output from
-the input whose dim is not 1), so the key is given once, where the symbol first appears: a
-function input's symbol is itself; a symbol an op's type inference makes is the op's signature
-(type, output, axis, and per input its dims, plus its value unless the op's output shape reads
-only that input's shape). Two ops with one signature have outputs of one shape: an op's output
-shape is a function of its inputs' shapes and values (random ops, state reads and ops with blocks
-get signatures of their own). So ``is1`` and ``is2`` above share one key, and any two vars whose keys
-agree axis by axis have equal shapes at run time. ``shape(x)`` becomes ``shape`` of the first var
-(function inputs first, then the block in order) with x's keys: it is defined before x, so before
-the op. Only ops of a function's top block are rewritten (a loop body's symbols change per
-iteration). Values of ``shape`` are int32 sizes: bit-exact.
+Why the dims are equal. Each var gets a key per axis: its size when static, else a key that stands
+for one number at run time. A function input's symbol is its own key (a symbol is one number
+wherever it appears). An op's output dim takes the key of the input axis whose symbol it carries
+when the op is one whose shape rule copies dims (``COPIES_DIMS``: elementwise ops broadcast a
+symbol only against 1 or the same symbol, movement ops move axes); every other symbolic dim (a
+fresh symbol, or one coremltools derived from a value, as a slice's end: the run time clamps the
+slice, the symbol does not) is keyed by the op's shape signature: its type, the output and axis,
+and per input its dims, plus its value unless the op's output shape reads only that input's shape
+(``SHAPE_ONLY``). Values are numbered the same way (a ``shape``'s value is its input's dims).
+An op's output shape is a function of its inputs' shapes and values, so two ops with one signature
+have outputs of one shape (random ops, state reads and ops with blocks get signatures of their
+own). So ``is1`` and ``is2`` above share one key, and two vars whose keys agree axis by axis have
+equal shapes at run time. ``shape(x)`` becomes ``shape`` of the first var (function inputs first,
+then the block in order) with x's keys: it is defined before x, so before the op. Only ops of a
+function's top block are rewritten (a loop body's symbols change per iteration). ``shape`` values
+are int32 sizes: bit-exact.
 """
 
 from __future__ import annotations
