@@ -19,6 +19,7 @@ PLANTED = (
     "webnn::gather_to_slice",
     "webnn::matmul_rank5_to_rank4",
     "webnn::scatter_rank5_to_rank4",
+    "webnn::share_runtime_shapes",
     "webnn::topk_to_argmax",
 )
 

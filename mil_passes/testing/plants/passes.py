@@ -25,8 +25,9 @@ from ...passes import (
     concat_slice_to_slice_concat,
     fold_shape_ops,
     rename_duplicate_temporaries,
+    share_runtime_shapes,
 )
-from .glue import GLUE_PLANTS
+from .glue import GLUE_PLANTS, seeded
 from .masks import MASK_PLANTS
 from .placement import PLACEMENT_PLANTS
 
@@ -157,6 +158,38 @@ def plant_shape_chain(g: Grower) -> list[Ref]:
     return g.emit("reshape", {"x": x, "shape": target})
 
 
+def plant_repeated_shape(g: Grower) -> list[Ref]:
+    """``shape`` of a var whose run-time dims an earlier var has: a copy of a var with a symbolic
+    dim, or two windows of equal-shaped vars cut at one run-time end (a symbolic dim, or an argmax),
+    which coremltools gives fresh symbols each."""
+    dtypes = g.dtypes("shape")
+    x = g.pick(
+        lambda v: (
+            dtype_of(v) in dtypes
+            and len(shape_of(v)) >= 1
+            and not all(map(is_static, shape_of(v)))
+            and numel(shape_of(v)) <= 64
+        )
+    )
+    if x is not None and g.draw(st.booleans()):
+        return g.emit("shape", {"x": g.emit("identity", {"x": x})[0]})
+    if x is not None:
+        axis = g.draw(st.integers(0, len(shape_of(g.var(x))) - 1))
+        dims = g.emit("shape", {"x": x})[0]
+        length = g.emit("slice_by_index", {"x": dims, "begin": g.ints([axis]), "end": g.ints([axis + 1])})[0]
+    else:  # a length only the run time knows, from the data
+        flat = g.emit("reshape", {"x": _base(g, NUMERIC, (2, 6)), "shape": g.ints([-1])})[0]
+        top = g.emit("reduce_argmax", {"x": flat, "axis": g.ints(0), "keep_dims": np.array(True)})[0]
+        length = g.emit("add", {"x": top, "y": g.ints([1])})[0]
+    end = g.emit("concat", {"values": (g.ints([2]), length), "axis": g.ints(0)})[0]
+    dtype = g.choose(BASIC)
+    windows = []
+    for _ in range(2):
+        whole = g.emit("identity", {"x": seeded(g, dtype, (2, 6))})[0]
+        windows.append(g.emit("slice_by_index", {"x": whole, "begin": g.ints([0, 0]), "end": end})[0])
+    return [g.emit("shape", {"x": window})[0] for window in windows]
+
+
 def plant_bool_round_trip(g: Grower) -> list[Ref]:
     """WebNN booleans: a bool cast to uint8 and back, feeding ``select`` or a logical op; also the
     look-alikes that must stay (an int cond, a float cast to uint8 then to bool)."""
@@ -277,6 +310,7 @@ PLANTS: dict[str, Plant] = {
     fold_shape_ops.DECLARATION.name: plant_shape_chain,
     canonicalize_uint8_select.DECLARATION.name: plant_bool_round_trip,
     rename_duplicate_temporaries.DECLARATION.name: plant_duplicate_names,
+    share_runtime_shapes.DECLARATION.name: plant_repeated_shape,
     **PLACEMENT_PLANTS,
     **MASK_PLANTS,
     **GLUE_PLANTS,

@@ -1,0 +1,116 @@
+"""webnn::share_runtime_shapes: a shape of a var whose run-time dims an earlier var has reads that var's shape."""
+
+from __future__ import annotations
+
+from coremltools.converters.mil import Builder as mb
+from coremltools.converters.mil.mil.program import Symbol
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import coremltools as ct
+from mil_passes.ir import iter_ops
+from mil_passes.passes.share_runtime_shapes import ShareRuntimeShapes
+from mil_passes.testing import check_pass, op_counts
+
+PASS = "webnn::share_runtime_shapes"
+S, T = Symbol("S"), Symbol("T")
+
+
+def decoder_like(layers: int, end_from: str = "x"):
+    """Each layer slices its cache to the write position (the length of ``x``, or of ``y``) and reads
+    the slice's shape: coremltools gives each slice a fresh symbol."""
+
+    def build():
+        specs = [mb.TensorSpec((1, S, 4)), mb.TensorSpec((1, T, 4)), mb.TensorSpec((layers, 2, 16, 4))]
+
+        @mb.program(input_specs=specs, opset_version=ct.target.iOS17)
+        def prog(x, y, caches):
+            source = x if end_from == "x" else y
+            length = mb.slice_by_index(x=mb.shape(x=source), begin=[1], end=[2])
+            end = mb.concat(values=([2], length, [4]), axis=0)
+            outs = [mb.shape(x=mb.relu(x=x, name="relu"), name="relu_shape"), mb.shape(x=y, name="y_shape")]
+            for i in range(layers):
+                cache = mb.slice_by_index(
+                    x=caches, begin=[i, 0, 0, 0], end=[i + 1, 2, 16, 4], squeeze_mask=[True, False, False, False]
+                )
+                window = mb.slice_by_index(x=cache, begin=[0, 0, 0], end=end, name=f"window_{i}")
+                outs.append(
+                    mb.add(x=window, y=mb.fill(shape=mb.shape(x=window, name=f"shape_{i}"), value=1.0), name=f"out_{i}")
+                )
+            return tuple(outs)
+
+        return prog
+
+    return build
+
+
+def shape_inputs(prog) -> list[str]:
+    return sorted(op.x.name for op in iter_ops(prog) if op.op_type == "shape")
+
+
+def test_each_layer_reads_the_first_layers_shape():
+    after = check_pass(decoder_like(3), PASS, sizes={"S": 5, "T": 2})
+    assert shape_inputs(after) == ["window_0", "window_0", "x", "x", "y"]
+    (found, *_), _ = ShareRuntimeShapes().find_matches(decoder_like(3)())
+    assert found.describe() == (
+        "shape 'relu_shape' reads run-time dims an earlier var has: it reads that var's shape, one computation "
+        "for every layer (of 'relu', the dims of 'x')"
+    )
+
+
+def test_a_second_run_and_dedup_leave_one_shape_per_source():
+    after = check_pass(decoder_like(2), PASS, sizes={"S": 3, "T": 1})
+    ct.converters.mil.mil.passes.pass_registry.PASS_REGISTRY["common::remove_redundant_ops"](after)
+    assert op_counts(after)["shape"] == 4  # x (for the end, and the relu's), y, the first window
+
+
+def test_dims_of_another_symbol_are_not_shared():
+    # the windows end at y's length: their dims are not x's, and y's shape is y's own
+    after = check_pass(decoder_like(2, end_from="y"), PASS, sizes={"S": 4, "T": 2})
+    assert shape_inputs(after) == ["window_0", "window_0", "x", "y", "y"]
+
+
+def test_windows_cut_at_different_ends_are_not_shared():
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec((1, S, 4)), mb.TensorSpec((2, 16, 4))], opset_version=ct.target.iOS17)
+        def prog(x, cache):
+            length = mb.slice_by_index(x=mb.shape(x=x), begin=[1], end=[2])
+            longer = mb.add(x=length, y=1)
+            first = mb.slice_by_index(x=cache, begin=[0, 0, 0], end=mb.concat(values=([2], length, [4]), axis=0))
+            second = mb.slice_by_index(x=cache, begin=[0, 0, 0], end=mb.concat(values=([2], longer, [4]), axis=0))
+            return mb.shape(x=first, name="first_shape"), mb.shape(x=second, name="second_shape")
+
+        return prog
+
+    matches, _ = ShareRuntimeShapes().find_matches(build())
+    assert matches == []
+    check_pass(build, PASS, sizes={"S": 3})
+
+
+def test_a_loop_body_is_left():
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec((1, S, 4))], opset_version=ct.target.iOS17)
+        def prog(x):
+            def body(i, acc):
+                grown = mb.relu(x=x)
+                return mb.add(x=i, y=1), mb.add(x=acc, y=mb.reduce_sum(x=mb.cast(x=mb.shape(x=grown), dtype="fp32")))
+
+            return mb.while_loop(_cond=lambda i, acc: mb.less(x=i, y=2), _body=body, loop_vars=(0, 0.0))[1]
+
+        return prog
+
+    matches, _ = ShareRuntimeShapes().find_matches(build())
+    assert matches == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    layers=st.integers(1, 4),
+    end_from=st.sampled_from(("x", "y")),
+    s=st.integers(1, 16),
+    t=st.integers(1, 16),
+)
+def test_property_bit_exact_at_random_sizes(layers, end_from, s, t):
+    after = check_pass(decoder_like(layers, end_from), PASS, sizes={"S": s, "T": t})
+    sources = {name for name in shape_inputs(after) if name.startswith("window")}
+    assert sources == {"window_0"}
