@@ -8,10 +8,11 @@ Given (an embedding lookup of a table of D rows, its index already an integer in
 
 Result::
 
-    %rows_index = expand_dims(x=%index_fp16, axes=[-1])
-    %rows_row = equal(x=%rows_index, y=[0, 1, …, D-1])                  # fp16
-    %rows_from_end = equal(x=%rows_index, y=[-D, …, -1])                # if the index may be negative
-    %rows_hit = logical_or(x=%rows_row, y=%rows_from_end)
+    %rows_keep = greater_equal(x=%index_fp16, y=0.0)                    # if the index may be negative:
+    %rows_wrapped = add(x=%index_fp16, y=D)                              # row D + i, from the end
+    %rows_number = select(cond=%rows_keep, a=%index_fp16, b=%rows_wrapped)
+    %rows_index = expand_dims(x=%rows_number, axes=[-1])
+    %rows_hit = equal(x=%rows_index, y=[0, 1, …, D-1])                  # fp16
     %rows_one_hot = cast(x=%rows_hit, dtype="fp16")                     # the table's dtype
     %rows = matmul(x=%rows_one_hot, y=%table)
 
@@ -27,8 +28,9 @@ constants to casts of int16 or narrower ids, with its range bounded, and the tab
 :data:`MAX_ROWS` rows, so every row number and every index the cast to int16 could read as one is
 an integer the float dtype holds exactly. A negative index in ``[-D, 0)`` reads row ``D + i``, as a
 gather does before iOS17 and the reference interpreter does at every opset (iOS17's gather calls it
-out of range, so the guard before it, but a signed cast passes it on); a uint16 cast makes it a
-large index. An index out of range (undefined for a gather with ``validate_indices=False``; the
+out of range, so the guard before it, but a signed cast passes it on): ``i + D`` is an integer in
+``[0, D)``, exact, and computed with fp16 ops the Neural Engine runs (a ``logical_or`` of two
+one-hots would not run there); a uint16 cast makes a negative index a large one. An index out of range (undefined for a gather with ``validate_indices=False``; the
 reference interpreter raises) reads a row of zeros.
 """
 
@@ -167,12 +169,13 @@ class GatherOfSmallTable(RewritePattern[OneHot]):
     def rewrite(self, op: Operation, match: OneHot, rewriter: Rewriter) -> Var:
         out, rows = op.outputs[0], op.x.shape[0]
         index_dtype = types.nptype_from_builtin(match.index.dtype)
-        index = rewriter.add("expand_dims", f"{out.name}_index", x=match.index, axes=[-1])
-        numbers = np.arange(rows).astype(index_dtype)
-        hit = rewriter.add("equal", f"{out.name}_row", x=index, y=numbers)
+        number = match.index
         if match.from_end:
-            from_end = rewriter.add("equal", f"{out.name}_from_end", x=index, y=numbers - index_dtype(rows))
-            hit = rewriter.add("logical_or", f"{out.name}_hit", x=hit, y=from_end)
+            keep = rewriter.add("greater_equal", f"{out.name}_keep", x=number, y=index_dtype(0))
+            wrapped = rewriter.add("add", f"{out.name}_wrapped", x=number, y=index_dtype(rows))
+            number = rewriter.add("select", f"{out.name}_number", cond=keep, a=number, b=wrapped)
+        index = rewriter.add("expand_dims", f"{out.name}_index", x=number, axes=[-1])
+        hit = rewriter.add("equal", f"{out.name}_hit", x=index, y=np.arange(rows).astype(index_dtype))
         one_hot = rewriter.add("cast", f"{out.name}_one_hot", x=hit, dtype=types.builtin_to_string(op.x.dtype))
         return rewriter.add("matmul", out.name, x=one_hot, y=op.x)
 
