@@ -30,8 +30,9 @@ an integer the float dtype holds exactly. A negative index in ``[-D, 0)`` reads 
 gather does before iOS17 and the reference interpreter does at every opset (iOS17's gather calls it
 out of range, so the guard before it, but a signed cast passes it on): ``i + D`` is an integer in
 ``[0, D)``, exact, and computed with fp16 ops the Neural Engine runs (a ``logical_or`` of two
-one-hots would not run there); a uint16 cast makes a negative index a large one. An index out of range (undefined for a gather with ``validate_indices=False``; the
-reference interpreter raises) reads a row of zeros.
+one-hots would not run there); a uint16 cast makes a negative index a large one. An index out of
+range (undefined for a gather with ``validate_indices=False``; the reference interpreter raises)
+reads a row of zeros.
 """
 
 from __future__ import annotations
