@@ -114,6 +114,18 @@ def test_a_negative_index_reads_from_the_end(opset):
     assert made == ["greater_equal", "add", "select", "expand_dims", "equal", "cast", "matmul"]
 
 
+def test_an_index_known_before_run_time_is_not_a_match():
+    """Found by the fuzz (seed 7): a one-hot of a known index made a select of known values, which
+    canonicalize_uint8_select rewrote on the pipeline's second run."""
+
+    @mb.program(input_specs=[mb.TensorSpec((1,), dtype=types.fp32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        index = mb.cast(x=mb.identity(x=np.array([1], np.int16)), dtype="fp16")
+        return mb.gather(x=table_of(3), indices=mb.cast(x=index, dtype="int16"), axis=0)
+
+    assert GatherOfSmallTable().match(only_op(prog, "gather")) is None
+
+
 def test_an_id_the_guard_leaves_negative_reads_the_row_the_gather_read():
     """Found by the fuzz (seed 7): id -2 of a table of 1 row, guarded to -1, reads the row from the end."""
     check_pass(embedding(table_of(1)), PASS, inputs={"input_ids": np.array([[-2, -1, 0, -2, 0]], np.int32)})

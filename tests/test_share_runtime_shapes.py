@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil.program import Symbol
+from coremltools.converters.mil.mil import get_new_symbol
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +13,7 @@ from mil_passes.passes.share_runtime_shapes import ShareRuntimeShapes
 from mil_passes.testing import check_pass, op_counts
 
 PASS = "webnn::share_runtime_shapes"
-S, T = Symbol("S"), Symbol("T")
+S, T = get_new_symbol(), get_new_symbol()  # coremltools keeps symbol names process-wide
 
 
 def decoder_like(layers: int, end_from: str = "x"):

@@ -117,7 +117,7 @@ def test_without_options_programs_are_plain():
     check()
 
 
-def test_every_pass_finds_work_in_a_fifth_of_the_programs():
+def test_every_pass_finds_work_in_a_sixth_of_the_programs():
     passes = [name for name in mil_passes.PASS_NAMES if name.split("::")[1] in PLANTS]
     rewritten: Counter = Counter()
     total = []
@@ -134,9 +134,9 @@ def test_every_pass_finds_work_in_a_fifth_of_the_programs():
 
     run()
     rates = {name: round(rewritten[name] / len(total), 2) for name in passes}
-    # 15 plants share the drawn programs now (a third held with 8; each program plants a few of them, and
-    # gather_to_slice leaves integer gathers of several runs): a fifth of 100 programs is 20 hits a pass
-    assert all(rate >= 1 / 5 for rate in rates.values()), {n: r for n, r in rates.items() if r < 1 / 5}
+    # 17 plants share the drawn programs now (a third held with 8, a fifth with 15; each program plants a few
+    # of them, and gather_to_slice leaves integer gathers of several runs): a sixth of 100 programs is 17 hits
+    assert all(rate >= 1 / 6 for rate in rates.values()), {n: r for n, r in rates.items() if r < 1 / 6}
 
 
 def test_every_pass_of_the_package_has_a_plant():

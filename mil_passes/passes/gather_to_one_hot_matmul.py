@@ -146,6 +146,9 @@ class GatherOfSmallTable(RewritePattern[OneHot]):
         if cast is None or cast.op_type != "cast" or cast.x.dtype not in _EXACT or cast.dtype.val not in _WIDE:
             return None  # constant indices are gather_to_slice's; integer ones stay gathers
         index, table = cast.x, op.x.val
+        if index.val is not None:
+            return None  # indices known before run time: gather_to_slice's, or folded (a one-hot of them would
+            # hand canonicalize_uint8_select a select of constants on the pipeline's second run)
         if table is None or op.x.dtype not in _EXACT or op.x.rank != 2:
             return Declined(op, "its table is not a constant matrix of floats")
         batch_dims, validate = (getattr(op, name, None) for name in ("batch_dims", "validate_indices"))

@@ -92,19 +92,32 @@ def plant_guarded_gather(g: Grower) -> list[Ref]:
 
 
 def plant_one_hot_gather(g: Grower) -> list[Ref]:
-    """A gather from a constant table by the fp16 guard ``gather_index_guard_in_fp16`` leaves: int16
-    ids in range cast to fp16, ``select(ids >= 0, minimum(ids, D), ids + D)``, cast to int16; now and
-    then ids gathered without the guard, or a table holding -0 or inf (left)."""
+    """A gather from a constant table by a run-time integer in fp16: ``cast(x > 0, fp16) + k``, a row
+    number or one counted from the end, now and then through the guard ``gather_index_guard_in_fp16``
+    leaves (``select(ids >= 0, minimum(ids, D), ids + D)``), cast to int16; now and then a table
+    holding -0 or inf, or ids known before run time (left)."""
     if not g.ios17:
         return []
     rows, width = g.draw(st.integers(1, 12)), g.draw(st.integers(1, 3))
     table = seeded(g, g.choose(("fp16", "fp32")), (rows, width))
     if g.chance(6):
         table[0, 0] = g.choose((-0.0, np.inf))
-    rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
+    x = g.pick(
+        lambda v: (
+            v.val is None
+            and dtype_of(v) in ("fp16", "fp32")
+            and 1 <= len(shape_of(v)) <= 2
+            and all(map(is_static, shape_of(v)))
+            and numel(shape_of(v)) <= 8
+        )
+    )
     guarded = not g.chance(6)
-    values = rng.integers(-2 * rows if guarded else -rows, rows, (g.draw(st.integers(1, 4)),)).astype(np.int16)
-    ids = g.emit("cast", {"x": g.emit("identity", {"x": values})[0], "dtype": np.str_("fp16")})[0]
+    offset = np.float16(g.draw(st.integers(-2 * rows if guarded else -rows, rows - 2)))  # offset + 1 in range
+    if x is None or g.chance(8):
+        flag = g.emit("identity", {"x": np.array([True, False])})[0]  # known before run time
+    else:
+        flag = g.emit("greater", {"x": x, "y": DTYPES[dtype_of(g.var(x))](0)})[0]
+    ids = g.emit("add", {"x": g.emit("cast", {"x": flag, "dtype": np.str_("fp16")})[0], "y": offset})[0]
     index = ids
     if guarded:
         keep = g.emit("greater_equal", {"x": ids, "y": np.float16(0)})[0]
