@@ -211,6 +211,7 @@ class PassRow:
     stage: str | None = None  # the stage of a pipeline the row is about
     #: The pass (its row) after which a change of this row was gone again, or None
     restored_by: PassRow | None = field(default=None, repr=False, compare=False)
+    precision: str | None = None  # the precision the outputs were compared at (None: not compared)
 
     @property
     def is_culprit(self) -> bool:
@@ -329,15 +330,17 @@ def verify_program(
 
 
 def _mark_restored(rows: list[PassRow]) -> None:
-    """Give each run of ``changed`` rows the row after it that compares as unchanged again."""
+    """Give each ``changed`` row the first later row that compares as unchanged again at the same
+    precision (an fp16 tolerance after ``add_fp16_cast`` would forgive a smaller fp32 change)."""
     changed: list[PassRow] = []
     for row in rows:
         if row.status == "changed":
             changed.append(row)
         elif row.status in RESTORING_STATUSES:
             for earlier in changed:
-                earlier.restored_by = row
-            changed = []
+                if earlier.precision == row.precision:
+                    earlier.restored_by = row
+            changed = [earlier for earlier in changed if earlier.restored_by is None]
 
 
 def _label(pipeline, resolved: PassPipeline) -> str:
@@ -739,6 +742,7 @@ class _Run:
 
     def _judge(self, work: Program, row: PassRow, got: list[list]) -> None:
         precision = "fp16" if "fp16" in (self.base_precision, _precision(work)) else "fp32"
+        row.precision = precision
         if precision not in self.last_changes:
             self.last_changes[precision] = self._changes(got, precision)
         outputs, states = self.last_changes[precision]

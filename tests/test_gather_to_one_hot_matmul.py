@@ -148,8 +148,28 @@ def test_an_index_not_shown_integer_is_refused():
 def test_integer_ranges_follow_the_guard():
     prog = embedding(table_of(96))()
     index = only_op(prog, "gather").indices.op.x
-    assert integer_range(index) == (-(2**15), 2**15 - 1 + 96)  # the select's two branches, joined
+    assert integer_range(index) == (-(2**15) + 96, 96)  # each branch narrowed by the guard's condition
     assert integer_range(only_op(prog, "greater_equal").outputs[0]) is None
+
+
+@pytest.mark.parametrize(
+    "dtype, build_index",
+    [
+        ("fp32", lambda ids: mb.add(x=ids, y=np.float32(65536))),  # wraps to row 0 in int16
+        ("fp16", lambda ids: mb.add(x=ids, y=np.float16(32737))),  # up to 65504, which wraps to -32
+        ("fp16", lambda ids: mb.sub(x=mb.add(x=ids, y=np.float16(40000)), y=np.float16(40000))),  # inf between
+    ],
+)
+def test_an_index_that_may_wrap_or_overflow_is_refused(dtype, build_index):
+    """Found in review: bounds outside int16 wrap onto rows, and an intermediate inf is no integer."""
+
+    @mb.program(input_specs=[mb.TensorSpec((1, 2), dtype=types.int32)], opset_version=ct.target.iOS17)
+    def prog(ids):
+        index = build_index(mb.cast(x=mb.cast(x=ids, dtype="int16"), dtype=dtype))
+        return mb.gather(x=table_of(64), indices=mb.cast(x=index, dtype="int16"), axis=0)
+
+    match = GatherOfSmallTable().match(only_op(prog, "gather"))
+    assert isinstance(match, Declined), match
 
 
 def test_table_refusal_passes_finite_tables_without_negative_zero():

@@ -230,6 +230,43 @@ class sub_becomes_add(AbstractGraphPass):
                 block.remove_ops([op])
 
 
+@register_pass(namespace="verify_test")
+class nudge_adds(AbstractGraphPass):
+    """Every ``add`` of a constant adds 0.5 more: a change within fp16's tolerance, beyond fp32's."""
+
+    def apply(self, prog):
+        block = prog.functions["main"]
+        for op in list(block.operations):
+            if op.op_type == "add" and op.y.val is not None:
+                with block:
+                    new = mb.add(x=op.x, y=np.float32(op.y.val + 0.5), before_op=op, name=op.name + "_nudged")
+                block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
+                block.remove_ops([op])
+
+
+def test_a_pass_that_ends_the_run_after_the_culprit_is_named_too():
+    """Found in review: the culprit line named only the change, not the pass that stopped the run."""
+    pipeline = ["verify_test::add_becomes_sub", "verify_test::declare_wrong_shape", "common::noop_elimination"]
+    verification = verify_program(fp32_chain(), pipeline)
+    summary = format_summary(verification)
+    assert summary.startswith("culprit: verify_test::add_becomes_sub (pass 1 of 3) changed: ")
+    assert "; then verify_test::declare_wrong_shape (pass 2) invalid: " in summary
+    assert summary.endswith("; 1 later pass not run")
+
+
+def test_a_precision_that_widens_later_undoes_no_change():
+    """Found in review: after add_fp16_cast the fp16 tolerance (1e-2) forgives a 0.5 change of an
+    output near 100 that fp32's did not: that is no undoing, and the nudge stays the culprit."""
+
+    @mb.program(input_specs=[mb.TensorSpec((2, 3), dtype=types.fp32)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.add(x=x, y=np.float32(100), name="out")
+
+    verification = verify_program(prog, ["verify_test::nudge_adds", "common::add_fp16_cast"])
+    assert [(row.status, row.precision) for row in verification.rows] == [("changed", "fp32"), ("precision", "fp16")]
+    assert verification.culprit is verification.rows[0] and verification.restored is None
+
+
 def test_a_change_a_later_pass_undoes_is_no_culprit(capsys, tmp_path):
     """Only the pipeline's result is what a converted model computes: the changed rows stay ``changed``
     and name the pass that undid them; nothing is a culprit."""

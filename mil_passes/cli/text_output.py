@@ -87,9 +87,12 @@ def format_summary(verification: Verification) -> str:
     total = len(verification.pass_names)
     culprit = verification.culprit
     if culprit is not None:
-        last = max(row.index for row in verification.rows if _where(row) == _where(culprit))
-        left = total - last
-        rest = f"; {left} later pass{'es' if left != 1 else ''} not run" if left else ""
+        last = max((row for row in verification.rows if _where(row) == _where(culprit)), key=lambda r: r.index)
+        left = total - last.index
+        ended = f"; then {last.name} (pass {last.index}) {last.status}: {last.reason()}" if last is not culprit else ""
+        rest = (
+            f"{ended if last.is_culprit else ''}; {left} later pass{'es' if left != 1 else ''} not run" if left else ""
+        )
         reason = culprit.reason().rstrip(".")
         where = f"{_where(culprit)}: " if _where(culprit) else ""
         return f"culprit: {where}{culprit.name} (pass {culprit.index} of {total}) {culprit.status}: {reason}{rest}"

@@ -30,7 +30,8 @@ an integer the float dtype holds exactly. A negative index in ``[-D, 0)`` reads 
 gather does before iOS17 and the reference interpreter does at every opset (iOS17's gather calls it
 out of range, so the guard before it, but a signed cast passes it on): ``i + D`` is an integer in
 ``[0, D)``, exact, and computed with fp16 ops the Neural Engine runs (a ``logical_or`` of two
-one-hots would not run there); a uint16 cast makes a negative index a large one. An index out of
+one-hots would not run there). The index's bounds, rounded to its dtype, lie within the range of
+the integer cast the gather reads (a value outside would wrap, maybe onto a row). An index out of
 range (undefined for a gather with ``validate_indices=False``; the reference interpreter raises)
 reads a row of zeros.
 """
@@ -71,9 +72,9 @@ _INT_RANGES = {
 _EXACT = {types.fp16: 2**11, types.fp32: 2**24}  # every integer of at most this magnitude is exact
 _FINITE = {types.fp16: 65504, types.fp32: 2**24}
 _DEPTH = 8
-#: Casts that read every index of the range :func:`integer_range` allows as itself or as out of
-#: range (a wrapped or saturated int16/uint16 lands beyond any table of MAX_ROWS rows).
-_WIDE = ("int16", "uint16", "int32")
+#: The casts to an integer that a gather's index may be, and the values each reads as themselves (a
+#: value outside wraps, maybe onto a row: the index's bounds, rounded, must lie within).
+_CAST_RANGES = {"int16": (-(2**15), 2**15 - 1), "uint16": (0, 2**16 - 1), "int32": (-(2**31), 2**31 - 1)}
 
 
 @dataclass(frozen=True)
@@ -92,31 +93,57 @@ def _const_int(var: Var) -> int | None:
     return int(np.asarray(value).reshape(()))
 
 
-def integer_range(var: Var, depth: int = _DEPTH) -> tuple[int, int] | None:
-    """Bounds of ``var`` when every value it can take is an integer, or None when that is not shown.
+Bounds = tuple[int, int]
 
-    Integers stay integers in a float dtype once finite (rounding an integer gives an integer), so
-    the bounds only need to keep the values finite; they are those of the exact arithmetic."""
+
+def integer_range(var: Var, depth: int = _DEPTH, known: dict[Var, Bounds] | None = None) -> Bounds | None:
+    """Bounds of ``var`` when every value it can take is an integer its float dtype holds finitely,
+    or None when that is not shown (``known``: bounds already narrowed, as in a branch of a select).
+
+    Integers stay integers in a float dtype while finite (rounding an integer gives an integer, and
+    rounding is monotonic), so the bounds are those of the exact arithmetic, and every intermediate
+    value must stay finite: each node's bounds are checked, not only the last one's."""
+    known = known or {}
+    if var in known:
+        return known[var]
     op = var.op
-    if depth == 0 or op is None:
+    if depth == 0 or op is None or var.dtype not in _FINITE:
         return None
+    bounds: Bounds | None
     if op.op_type == "cast":
-        return _INT_RANGES.get(op.x.dtype)
-    if op.op_type == "select":
-        a, b = integer_range(op.a, depth - 1), integer_range(op.b, depth - 1)
-        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
-    if op.op_type not in ("add", "sub", "minimum", "maximum"):
+        bounds = _INT_RANGES.get(op.x.dtype)
+    elif op.op_type == "select":
+        bounds = _select_range(op, depth, known)
+    elif op.op_type in ("add", "sub", "minimum", "maximum"):
+        x, y = (integer_range(v, depth - 1, known) if v.val is None else _point(v) for v in (op.x, op.y))
+        if x is None or y is None:
+            return None
+        (lo_x, hi_x), (lo_y, hi_y) = x, y
+        bounds = {
+            "add": (lo_x + lo_y, hi_x + hi_y),
+            "sub": (lo_x - hi_y, hi_x - lo_y),
+            "minimum": (min(lo_x, lo_y), min(hi_x, hi_y)),
+            "maximum": (max(lo_x, lo_y), max(hi_x, hi_y)),
+        }[op.op_type]
+    else:
         return None
-    ranges = [integer_range(v, depth - 1) if v.val is None else _point(v) for v in (op.x, op.y)]
-    if None in ranges:
+    if bounds is None or max(-bounds[0], bounds[1]) > _FINITE[var.dtype]:
         return None
-    (lo_x, hi_x), (lo_y, hi_y) = ranges  # type: ignore[misc]
-    return {
-        "add": (lo_x + lo_y, hi_x + hi_y),
-        "sub": (lo_x - hi_y, hi_x - lo_y),
-        "minimum": (min(lo_x, lo_y), min(hi_x, hi_y)),
-        "maximum": (max(lo_x, lo_y), max(hi_x, hi_y)),
-    }[op.op_type]
+    return bounds
+
+
+def _select_range(op: Operation, depth: int, known: dict[Var, Bounds]) -> Bounds | None:
+    """A select's bounds: the union of its branches', each branch narrowed by the condition when it
+    is ``t >= 0`` (the negative-index guard: ``a`` sees ``t >= 0``, ``b`` sees ``t < 0``)."""
+    known_a, known_b = known, known
+    cond = op.cond.op
+    if cond is not None and cond.op_type == "greater_equal" and cond.x.val is None and _const_int(cond.y) == 0:
+        tested = integer_range(cond.x, depth - 1, known)
+        if tested is not None:
+            known_a = {**known, cond.x: (max(tested[0], 0), tested[1])}
+            known_b = {**known, cond.x: (tested[0], min(tested[1], -1))}
+    a, b = integer_range(op.a, depth - 1, known_a), integer_range(op.b, depth - 1, known_b)
+    return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
 
 
 def _point(var: Var) -> tuple[int, int] | None:
@@ -143,7 +170,7 @@ class GatherOfSmallTable(RewritePattern[OneHot]):
 
     def match(self, op: Operation) -> OneHot | Declined | None:
         cast = op.indices.op
-        if cast is None or cast.op_type != "cast" or cast.x.dtype not in _EXACT or cast.dtype.val not in _WIDE:
+        if cast is None or cast.op_type != "cast" or cast.x.dtype not in _EXACT or cast.dtype.val not in _CAST_RANGES:
             return None  # constant indices are gather_to_slice's; integer ones stay gathers
         index, table = cast.x, op.x.val
         if index.val is not None:
@@ -162,10 +189,14 @@ class GatherOfSmallTable(RewritePattern[OneHot]):
         if index.rank == 0:
             return Declined(op, "its index is a scalar")
         bounds = integer_range(index)
-        if bounds is None or max(-bounds[0], bounds[1]) > _FINITE[index.dtype]:
+        if bounds is None:
             return Declined(op, "its index is not shown to be an integer its float dtype holds")
+        rounded = [float(np.array(b, types.nptype_from_builtin(index.dtype))) for b in bounds]
+        low, high = _CAST_RANGES[cast.dtype.val]
+        if not low <= rounded[0] <= rounded[1] <= high:
+            return Declined(op, f"its index may fall outside {cast.dtype.val}, which would wrap it to another row")
         refusal = table_refusal(table)
-        return Declined(op, refusal) if refusal else OneHot(index, bounds[0] < 0 and cast.dtype.val != "uint16")
+        return Declined(op, refusal) if refusal else OneHot(index, bounds[0] < 0)
 
     def detail(self, op: Operation, match: OneHot) -> str:
         return f"a table of {op.x.shape[0]} rows"
