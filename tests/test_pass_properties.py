@@ -16,6 +16,7 @@ from pass_helpers import evaluates
 PLANTED = (
     "webnn::band_part_difference_to_select",
     "webnn::data_movement_rank5_to_rank4",
+    "webnn::gather_to_one_hot_matmul",
     "webnn::gather_to_slice",
     "webnn::matmul_rank5_to_rank4",
     "webnn::scatter_rank5_to_rank4",

@@ -56,19 +56,24 @@ def fp32_chain() -> Program:
     return prog
 
 
-# -- a pass that breaks the program, registered for these tests --------------------------------
+# -- passes that break the program, registered for these tests ------------------------------
+def replace_each(prog, op_type: str, make) -> None:
+    """Every top-level ``op_type`` op of main becomes ``make(op)`` (built before it)."""
+    block = prog.functions["main"]
+    for op in list(block.operations):
+        if op.op_type == op_type:
+            with block:
+                new = make(op)
+            block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
+            block.remove_ops([op])
+
+
 @register_pass(namespace="verify_test")
 class add_becomes_sub(AbstractGraphPass):
     """Every ``add`` becomes ``sub`` (changes values, keeps types)."""
 
     def apply(self, prog):
-        block = prog.functions["main"]
-        for op in list(block.operations):
-            if op.op_type == "add":
-                with block:
-                    new = mb.sub(x=op.x, y=op.y, before_op=op, name=op.name + "_sub")
-                block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
-                block.remove_ops([op])
+        replace_each(prog, "add", lambda op: mb.sub(x=op.x, y=op.y, before_op=op, name=op.name + "_sub"))
 
 
 @register_pass(namespace="verify_test")
@@ -221,13 +226,7 @@ class sub_becomes_add(AbstractGraphPass):
     """Every ``sub`` becomes ``add``: undoes ``add_becomes_sub``."""
 
     def apply(self, prog):
-        block = prog.functions["main"]
-        for op in list(block.operations):
-            if op.op_type == "sub":
-                with block:
-                    new = mb.add(x=op.x, y=op.y, before_op=op, name=op.name + "_add")
-                block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
-                block.remove_ops([op])
+        replace_each(prog, "sub", lambda op: mb.add(x=op.x, y=op.y, before_op=op, name=op.name + "_add"))
 
 
 @register_pass(namespace="verify_test")
@@ -235,13 +234,9 @@ class nudge_adds(AbstractGraphPass):
     """Every ``add`` of a constant adds 0.5 more: a change within fp16's tolerance, beyond fp32's."""
 
     def apply(self, prog):
-        block = prog.functions["main"]
-        for op in list(block.operations):
-            if op.op_type == "add" and op.y.val is not None:
-                with block:
-                    new = mb.add(x=op.x, y=np.float32(op.y.val + 0.5), before_op=op, name=op.name + "_nudged")
-                block.replace_uses_of_var_after_op(anchor_op=op, old_var=op.outputs[0], new_var=new)
-                block.remove_ops([op])
+        replace_each(  # the test's adds all have a constant y
+            prog, "add", lambda op: mb.add(x=op.x, y=np.float32(op.y.val + 0.5), before_op=op, name=op.name + "_nudged")
+        )
 
 
 def test_a_pass_that_ends_the_run_after_the_culprit_is_named_too():
