@@ -218,3 +218,43 @@ def test_pointwise_conv_is_the_float64_matmul_plus_bias_rounded_once(dtype, grou
     product = np.matmul(weight.astype(np.float64).reshape(groups, 6 // groups, 8 // groups), columns)
     expected = (product.reshape(2, 6, 5, 7) + bias.astype(np.float64).reshape(-1, 1, 1)).astype(dtype)
     assert out.dtype == dtype and out.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(
+    "x_shape, weight_shape, options",
+    [
+        ((1, 40, 48, 48), (16, 40, 3, 3), dict(pad_type="same")),  # blocks large enough for BLAS's big-matrix path
+        ((2, 6, 13, 9), (4, 3, 3, 2), dict(groups=2, strides=[2, 1], dilations=[1, 2], pad_type="valid")),
+        ((1, 4, 7, 6, 5), (6, 4, 2, 3, 2), dict(strides=[1, 2, 1], pad_type="same")),
+        ((2, 5, 30), (3, 5, 4), dict(dilations=[3], pad_type="custom", pad=[2, 1])),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_im2col_a_block_of_rows_at_a_time_gives_the_bits_of_one_matmul(
+    monkeypatch, x_shape, weight_shape, options, dtype
+):
+    """Columns built and multiplied a few output rows at a time (one row, then three per block)
+    give the bits of the columns of every row in one matmul: each output sums the same products."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    weight = rng.standard_normal(weight_shape).astype(dtype)
+    bias = rng.standard_normal(weight_shape[0]).astype(dtype)
+
+    def conv():
+        return run_one_op(lambda v: mb.conv(x=v, weight=weight, bias=bias, **options), x)
+
+    whole = conv()
+    row_bytes = 8 * x_shape[0] * x_shape[1] * int(np.prod(weight_shape[2:])) * whole[0, 0, 0].size
+    monkeypatch.setattr(conv_pool, "COLUMN_BYTES", 0)
+    for rows in (1, 3):
+        monkeypatch.setattr(conv_pool, "COLUMN_BLOCK_BYTES", rows * row_bytes)
+        assert conv_pool._column_rows(row_bytes, whole.shape[2]) == min(rows, whole.shape[2])
+        blocked = conv()
+        assert blocked.dtype == dtype and blocked.tobytes() == whole.tobytes()
+
+
+def test_im2col_blocks_only_columns_that_would_not_stay_in_cache():
+    row_bytes = 288 * 80 * 8  # a 32-channel 3x3 conv, 80 outputs a row
+    assert conv_pool._column_rows(row_bytes, 80) == conv_pool.COLUMN_BLOCK_BYTES // row_bytes
+    assert conv_pool._column_rows(row_bytes, 40) == 40  # 7.4 MB of columns: one matmul
+    assert conv_pool._column_rows(conv_pool.COLUMN_BLOCK_BYTES * 4, 10) == 1  # a row larger than a block
