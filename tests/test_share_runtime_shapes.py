@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol
 from hypothesis import given, settings
@@ -85,6 +86,28 @@ def test_windows_cut_at_different_ends_are_not_shared():
     matches, _ = ShareRuntimeShapes().find_matches(build())
     assert matches == []
     check_pass(build, PASS, sizes={"S": 3})
+
+
+def test_a_symbol_on_two_unequal_dims_is_not_carried():
+    """``slice_by_size`` of 8 rows to x's length keeps x's symbol, but the run time clamps it: with
+    10 rows of x, ``matmul(window, x^T)`` is [8, 10], ``matmul(window, window^T)`` [8, 8]. The symbol
+    on two input axes with different keys is not carried: each output is keyed by its op."""
+
+    def build():
+        @mb.program(input_specs=[mb.TensorSpec((S, 4)), mb.TensorSpec((8, 4))], opset_version=ct.target.iOS17)
+        def prog(x, c):
+            window = mb.slice_by_size(x=c, begin=[0, 0], size=mb.shape(x=x), name="window")
+            square = mb.matmul(x=window, y=window, transpose_y=True, name="square")
+            across = mb.matmul(x=window, y=x, transpose_y=True, name="across")
+            return mb.shape(x=square, name="square_shape"), mb.shape(x=across, name="across_shape")
+
+        return prog
+
+    rng = np.random.default_rng(0)
+    for rows in (10, 6):
+        feed = {"x": rng.standard_normal((rows, 4)).astype(np.float32), "c": np.ones((8, 4), np.float32)}
+        after = check_pass(build, PASS, inputs=feed)
+        assert shape_inputs(after) == ["across", "square", "x"]
 
 
 def test_a_loop_body_is_left():

@@ -14,10 +14,12 @@ Result::
     %s1 = shape(x=%k0)      # coremltools' remove_redundant_ops then makes it %s0, and merges what reads both
 
 Why the dims are equal. Each var gets a key per axis: its size when static, else a key that stands
-for one number at run time. A function input's symbol is its own key (a symbol is one number
-wherever it appears). An op's output dim takes the key of the input axis whose symbol it carries
-when the op is one whose shape rule copies dims (``COPIES_DIMS``: elementwise ops broadcast a
-symbol only against 1 or the same symbol, movement ops move axes); every other symbolic dim (a
+for one number at run time. A function input's symbol is its own key. An op's output dim takes the
+key of the input axes whose symbol it carries when the op is one whose shape rule copies dims
+(``COPIES_DIMS``: elementwise ops broadcast a symbol only against 1 or the same symbol, movement
+ops move axes). A symbol stands for one number except where a clamping op carries it
+(``LOOSE_SYMBOLS``: a ``slice_by_size`` to x's length keeps x's symbol, and the run time clamps
+it): such a symbol is carried only where its input axes agree on the key. Every other symbolic dim (a
 fresh symbol, or one coremltools derived from a value, as a slice's end: the run time clamps the
 slice, the symbol does not) is keyed by the op's shape signature: its type, the output and axis,
 and per input its dims, plus its value unless the op's output shape reads only that input's shape
@@ -88,6 +90,10 @@ COPIES_DIMS = frozenset(_BINARY + _COMPARE + _LOGICAL + _UNARY) | {
     "cast", "expand_dims", "gather", "identity", "layer_norm", "linear", "matmul", "reduce_mean",
     "reduce_sum", "select", "squeeze", "transpose",
 }  # fmt: skip
+#: Ops whose output may carry a symbol of its inputs' values on a dim of another run-time size
+#: (``slice_by_size`` to a length longer than its input: the run time clamps it). Such a symbol is
+#: carried only where every input axis with it has one key.
+LOOSE_SYMBOLS = frozenset({"slice_by_size"})
 #: Ops whose outputs differ from one op to the next with the same inputs.
 _OWN = ("read_state", "coreml_update_state")
 _SMALL = 256  # consts up to this many elements are keyed by value, larger ones by identity
@@ -102,6 +108,15 @@ class DimKeys:
         self.dims: dict[Var, tuple] = {}
         self.value: dict[Var, int] = {}
         self.first: dict[tuple, Var] = {}
+        self.loose = {
+            str(size)
+            for op in block.operations
+            if op.op_type in LOOSE_SYMBOLS
+            for out in op.outputs
+            if types.is_tensor(out.sym_type)
+            for size in out.sym_type.get_shape()
+            if is_symbolic(size)
+        }
         for name, var in block.inputs.items() if isinstance(block.inputs, dict) else ():
             self._add(var, self._id(("input", name)), {}, None)
         for op in block.operations:
@@ -121,18 +136,26 @@ class DimKeys:
             return None
         return self._id(("const", array.dtype.str, array.shape, array.tobytes()))
 
-    def _carried(self, op: Operation) -> dict[str, tuple]:
-        """Each symbol on an input of ``op`` and the key of the first input axis that has it."""
-        carried: dict[str, tuple] = {}
+    def _carried(self, op: Operation) -> dict[str, tuple | None]:
+        """Each symbol on an input of ``op`` and the key of the first input axis that has it; for a
+        symbol a clamping op carries (``LOOSE_SYMBOLS``), ``None`` where its axes have different
+        keys: the output dim is then keyed by the op, as an output axis may copy either."""
+        carried: dict[str, tuple | None] = {}
         for given in op.inputs.values():
             for var in given if isinstance(given, (list, tuple)) else (given,):
                 if types.is_tensor(var.sym_type) and var in self.dims:
                     for size, key in zip(var.sym_type.get_shape(), self.dims[var]):
                         if is_symbolic(size):
-                            carried.setdefault(str(size), key)
+                            name = str(size)
+                            if name not in self.loose:
+                                carried.setdefault(name, key)
+                            elif carried.get(name, key) != key:
+                                carried[name] = None
+                            else:
+                                carried[name] = key
         return carried
 
-    def _add(self, var: Var, value: int, carried: dict[str, tuple], made_by: tuple | None) -> None:
+    def _add(self, var: Var, value: int, carried: dict[str, tuple | None], made_by: tuple | None) -> None:
         self.value[var] = value
         sym_type = var.sym_type
         if types.is_scalar(sym_type):
