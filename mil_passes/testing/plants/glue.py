@@ -94,8 +94,9 @@ def plant_guarded_gather(g: Grower) -> list[Ref]:
 def plant_one_hot_gather(g: Grower) -> list[Ref]:
     """A gather from a constant table by a run-time integer in fp16: ``cast(x > 0, fp16) + k``, a row
     number or one counted from the end, now and then through the guard ``gather_index_guard_in_fp16``
-    leaves (``select(ids >= 0, minimum(ids, D), ids + D)``), cast to int16; now and then a table
-    holding -0 or inf, or ids known before run time (left)."""
+    leaves (``select(ids >= 0, minimum(ids, D), ids + D)``), cast to int16; ``x`` a small float var,
+    or the first elements of any run-time one; now and then a table holding -0 or inf, or ids known
+    before run time (left)."""
     if not g.ios17:
         return []
     rows, width = g.draw(st.integers(1, 12)), g.draw(st.integers(1, 3))
@@ -111,6 +112,13 @@ def plant_one_hot_gather(g: Grower) -> list[Ref]:
             and numel(shape_of(v)) <= 8
         )
     )
+    if x is None:  # the first elements of a run-time var, flattened
+        source = g.pick(lambda v: v.val is None and dtype_of(v) in ("fp16", "fp32", "int32") and len(shape_of(v)) >= 1)
+        if source is not None:
+            flat = g.emit("reshape", {"x": source, "shape": g.ints([-1])})[0]
+            dims = shape_of(g.var(source))
+            count = min(4, numel(dims)) if all(map(is_static, dims)) else 1  # a run-time size is at least 1
+            x = g.emit("slice_by_index", {"x": flat, "begin": g.ints([0]), "end": g.ints([count])})[0]
     guarded = not g.chance(6)
     offset = np.float16(g.draw(st.integers(-2 * rows if guarded else -rows, rows - 2)))  # offset + 1 in range
     if x is None or g.chance(8):

@@ -149,8 +149,9 @@ def plant_rank5_elementwise(g: Grower) -> list[Ref]:
 def plant_rank5_scatter(g: Grower) -> list[Ref]:
     """A scatter into a rank-5 tensor: ``scatter`` (indices of rank 1 or 2), ``scatter_along_axis``
     or ``scatter_nd`` (index tuples of 1 to 5 axes: 4 and 5 are left), by ``update`` (repeated
-    indices: the last write wins) or ``add``; negative indices before iOS17. Sizes and indices come
-    from one drawn seed (few draws, as for :func:`_seeded`)."""
+    indices: the last write wins) or ``add`` (its updates then made run-time values: coremltools folds
+    a scatter of consts as an update, whatever its mode); negative indices before iOS17. Sizes and
+    indices come from one drawn seed (few draws, as for :func:`_seeded`)."""
     dtype = g.choose(FLOATS)
     op_type = g.choose(("scatter", "scatter_along_axis", "scatter_nd"))
     rng = np.random.default_rng(g.draw(st.integers(0, 1 << 16)))
@@ -162,7 +163,8 @@ def plant_rank5_scatter(g: Grower) -> list[Ref]:
         return (drawn - size if negatives else drawn).astype(np.int32)
 
     axis = g.draw(st.integers(0, 4))
-    args: dict = {"mode": g.choose(("update", "add"))}
+    zero = _run_time_zero(g, dtype)  # coremltools folds a scatter of consts as "update" whatever its mode
+    args: dict = {"mode": g.choose(("update", "add")) if zero is not None else "update"}
     if op_type == "scatter":
         indices_shape = tuple(int(d) for d in rng.integers(1, 4, size=rng.integers(1, 3)))
         args["indices"] = positions(indices_shape, data_shape[axis])
@@ -178,7 +180,22 @@ def plant_rank5_scatter(g: Grower) -> list[Ref]:
         args["axis"] = g.ints(axis - 5 if g.draw(st.booleans()) else axis)
     data = g.emit("identity", {"x": _seeded(g, dtype, data_shape)})[0]
     updates = g.emit("identity", {"x": _seeded(g, dtype, updates_shape)})[0]
+    if zero is not None:
+        updates = g.emit("add", {"x": updates, "y": zero})[0]
     return g.emit(op_type, {"data": data, "updates": updates, **args})
+
+
+def _run_time_zero(g: Grower, dtype: str) -> Ref | None:
+    """``[0]`` of ``dtype`` that coremltools cannot fold (``x > x`` of an element of a run-time var,
+    false even for NaN), or None where no run-time float var is visible."""
+    source = g.pick(lambda v: v.val is None and dtype_of(v) in FLOATS and len(shape_of(v)) >= 1)
+    if source is None:
+        return None
+    first = g.emit(
+        "slice_by_index",
+        {"x": g.emit("reshape", {"x": source, "shape": g.ints([-1])})[0], "begin": g.ints([0]), "end": g.ints([1])},
+    )[0]
+    return g.emit("cast", {"x": g.emit("greater", {"x": first, "y": first})[0], "dtype": np.str_(dtype)})[0]
 
 
 def _rank5_window(rng: np.random.Generator, size: int) -> tuple[int, int, int, bool]:
