@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from coremltools.converters.mil import Builder as mb
 from coremltools.converters.mil.mil import get_new_symbol
 from hypothesis import given, settings
@@ -108,6 +109,43 @@ def test_a_symbol_on_two_unequal_dims_is_not_carried():
         feed = {"x": rng.standard_normal((rows, 4)).astype(np.float32), "c": np.ones((8, 4), np.float32)}
         after = check_pass(build, PASS, inputs=feed)
         assert shape_inputs(after) == ["across", "square", "x"]
+
+
+@pytest.mark.parametrize("branch", ["clamped window", "another input"])
+def test_a_symbol_a_cond_carries_is_not_carried(branch):
+    """A ``cond`` has its true branch's type whichever branch runs: its output carries x's symbol,
+    but the false branch (y, of another length) or the true one (a window clamped to 8 rows) can
+    make its run-time length other than x's."""
+
+    def build():
+        specs = [mb.TensorSpec((S, 4)), mb.TensorSpec((T, 4)), mb.TensorSpec((8, 4)), mb.TensorSpec((1,))]
+
+        @mb.program(input_specs=specs, opset_version=ct.target.iOS17)
+        def prog(x, y, c, p):
+            def true_fn():
+                if branch == "clamped window":
+                    return mb.slice_by_size(x=c, begin=[0, 0], size=mb.shape(x=x))
+                return mb.identity(x=x)
+
+            w = mb.cond(pred=mb.squeeze(x=mb.greater(x=p, y=0.0)), _true_fn=true_fn, _false_fn=lambda: mb.identity(x=y))
+            square = mb.matmul(x=w, y=w, transpose_y=True, name="square")
+            across = mb.matmul(x=w, y=x, transpose_y=True, name="across")
+            return mb.shape(x=square, name="square_shape"), mb.shape(x=across, name="across_shape")
+
+        return prog
+
+    rng = np.random.default_rng(1)
+    for x_rows, y_rows, p in ((10, 3, 1.0), (10, 3, -1.0), (5, 5, -1.0)):
+        feed = {
+            "x": rng.standard_normal((x_rows, 4)).astype(np.float32),
+            "y": rng.standard_normal((y_rows, 4)).astype(np.float32),
+            "c": np.ones((8, 4), np.float32),
+            "p": np.array([p], np.float32),
+        }
+        after = check_pass(build, PASS, inputs=feed)
+        assert "square" not in [
+            op.x.name for op in iter_ops(after) if op.op_type == "shape" and op.name != "square_shape"
+        ]
 
 
 def test_a_loop_body_is_left():

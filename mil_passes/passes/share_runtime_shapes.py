@@ -17,9 +17,10 @@ Why the dims are equal. Each var gets a key per axis: its size when static, else
 for one number at run time. A function input's symbol is its own key. An op's output dim takes the
 key of the input axes whose symbol it carries when the op is one whose shape rule copies dims
 (``COPIES_DIMS``: elementwise ops broadcast a symbol only against 1 or the same symbol, movement
-ops move axes). A symbol stands for one number except where a clamping op carries it
-(``LOOSE_SYMBOLS``: a ``slice_by_size`` to x's length keeps x's symbol, and the run time clamps
-it): such a symbol is carried only where its input axes agree on the key. Every other symbolic dim (a
+ops move axes). A symbol stands for one number except where a clamping op or an op with blocks
+carries it (``LOOSE_SYMBOLS``: a ``slice_by_size`` to x's length keeps x's symbol, and the run time
+clamps it; a ``cond`` has its true branch's type): such a symbol is carried only where its input
+axes agree on the key. Every other symbolic dim (a
 fresh symbol, or one coremltools derived from a value, as a slice's end: the run time clamps the
 slice, the symbol does not) is keyed by the op's shape signature: its type, the output and axis,
 and per input its dims, plus its value unless the op's output shape reads only that input's shape
@@ -40,6 +41,7 @@ from coremltools.converters.mil.mil import Block, Operation, Var, types
 from coremltools.converters.mil.mil.types.symbolic import is_symbolic
 
 from ..declaration import LintRule, PassDeclaration, Slot
+from ..ir import iter_ops
 from ..rewriter import PatternPass, RewritePattern, Rewriter
 from . import register
 
@@ -91,8 +93,9 @@ COPIES_DIMS = frozenset(_BINARY + _COMPARE + _LOGICAL + _UNARY) | {
     "reduce_sum", "select", "squeeze", "transpose",
 }  # fmt: skip
 #: Ops whose output may carry a symbol of its inputs' values on a dim of another run-time size
-#: (``slice_by_size`` to a length longer than its input: the run time clamps it). Such a symbol is
-#: carried only where every input axis with it has one key.
+#: (``slice_by_size`` to a length longer than its input: the run time clamps it); so may every op
+#: with blocks (a ``cond`` has its true branch's type, whichever branch runs), and such ops nested in
+#: blocks. Their symbols are carried only where every input axis with one has one key.
 LOOSE_SYMBOLS = frozenset({"slice_by_size"})
 #: Ops whose outputs differ from one op to the next with the same inputs.
 _OWN = ("read_state", "coreml_update_state")
@@ -110,8 +113,8 @@ class DimKeys:
         self.first: dict[tuple, Var] = {}
         self.loose = {
             str(size)
-            for op in block.operations
-            if op.op_type in LOOSE_SYMBOLS
+            for op in iter_ops(block)
+            if op.op_type in LOOSE_SYMBOLS or op.blocks
             for out in op.outputs
             if types.is_tensor(out.sym_type)
             for size in out.sym_type.get_shape()
