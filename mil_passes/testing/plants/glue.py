@@ -19,6 +19,27 @@ def seeded(g: Grower, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     return rng.integers(-4, 5, size=shape).astype(DTYPES[dtype])
 
 
+def run_time_head(g: Grower, dtypes: tuple[str, ...], count: int) -> Ref | None:
+    """The first ``count`` elements (one where a dim is known only at run time) of a visible var of
+    one of ``dtypes`` whose value coremltools cannot fold, flattened; None where there is none. At
+    most one dim of it is a run-time one: flattening two makes a product of symbols, which sympy
+    prints in the order of their names, process-wide counters that ``program_text`` renumbers."""
+    source = g.pick(
+        lambda v: (
+            v.sym_val is None  # not even in part (a shape of symbolic and static dims)
+            and dtype_of(v) in dtypes
+            and len(shape_of(v)) >= 1
+            and sum(not is_static(d) for d in shape_of(v)) <= 1
+        )
+    )
+    if source is None:
+        return None
+    dims = shape_of(g.var(source))
+    count = min(count, numel(dims)) if all(map(is_static, dims)) else 1  # a run-time size is at least 1
+    flat = g.emit("reshape", {"x": source, "shape": g.ints([-1])})[0]
+    return g.emit("slice_by_index", {"x": flat, "begin": g.ints([0]), "end": g.ints([count])})[0]
+
+
 def _int32_var(g: Grower, rank: int) -> Ref:
     ref = g.pick(
         lambda v: (
@@ -112,13 +133,8 @@ def plant_one_hot_gather(g: Grower) -> list[Ref]:
             and numel(shape_of(v)) <= 8
         )
     )
-    if x is None:  # the first elements of a run-time var, flattened
-        source = g.pick(lambda v: v.val is None and dtype_of(v) in ("fp16", "fp32", "int32") and len(shape_of(v)) >= 1)
-        if source is not None:
-            flat = g.emit("reshape", {"x": source, "shape": g.ints([-1])})[0]
-            dims = shape_of(g.var(source))
-            count = min(4, numel(dims)) if all(map(is_static, dims)) else 1  # a run-time size is at least 1
-            x = g.emit("slice_by_index", {"x": flat, "begin": g.ints([0]), "end": g.ints([count])})[0]
+    if x is None:
+        x = run_time_head(g, ("fp16", "fp32", "int32"), 4)
     guarded = not g.chance(6)
     offset = np.float16(g.draw(st.integers(-2 * rows if guarded else -rows, rows - 2)))  # offset + 1 in range
     if x is None or g.chance(8):

@@ -19,6 +19,7 @@ from ...passes import (
 )
 from ..programs.grower import NUMERIC, SMALL_INT, Grower, dtype_of, is_static, numel, shape_of
 from ..programs.recipe import DTYPES, Ref
+from .glue import run_time_head
 
 FLOATS = ("fp32", "fp16")
 
@@ -188,13 +189,9 @@ def plant_rank5_scatter(g: Grower) -> list[Ref]:
 def _run_time_zero(g: Grower, dtype: str) -> Ref | None:
     """``[0]`` of ``dtype`` that coremltools cannot fold (``x > x`` of an element of a run-time var,
     false even for NaN), or None where no run-time float var is visible."""
-    source = g.pick(lambda v: v.val is None and dtype_of(v) in FLOATS and len(shape_of(v)) >= 1)
-    if source is None:
+    first = run_time_head(g, FLOATS, 1)
+    if first is None:
         return None
-    first = g.emit(
-        "slice_by_index",
-        {"x": g.emit("reshape", {"x": source, "shape": g.ints([-1])})[0], "begin": g.ints([0]), "end": g.ints([1])},
-    )[0]
     return g.emit("cast", {"x": g.emit("greater", {"x": first, "y": first})[0], "dtype": np.str_(dtype)})[0]
 
 
