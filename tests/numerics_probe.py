@@ -181,6 +181,11 @@ def linear_algebra_cases():
         image = _tensor(dtype, (2, 8, 20, 20), 25, scale=1.0)
         kernel = _tensor(dtype, (16, 8, 3, 3), 26, scale=0.5)
         yield f"conv/{tag}", lambda x=image, w=kernel: one(lambda v: mb.conv(x=v, weight=w, pad_type="same"), x)
+        wide, filters = _tensor(dtype, (1, 32, 80, 80), 27, scale=1.0), _tensor(dtype, (8, 32, 3, 3), 28, scale=0.5)
+        yield (  # im2col columns of 14.7 MB: built a block of output rows at a time
+            f"conv_blocked/{tag}",
+            lambda x=wide, w=filters: one(lambda v: mb.conv(x=v, weight=w, pad_type="same"), x),
+        )
         yield (
             f"conv_transpose/{tag}",
             lambda x=image, w=kernel: one(
