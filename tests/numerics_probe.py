@@ -186,6 +186,16 @@ def linear_algebra_cases():
             f"conv_blocked/{tag}",
             lambda x=wide, w=filters: one(lambda v: mb.conv(x=v, weight=w, pad_type="same"), x),
         )
+        square, square_filters = (
+            _tensor(dtype, (1, 32, 24, 23), 29, scale=1.0),
+            _tensor(dtype, (32, 32, 3, 3), 30, scale=0.5),
+        )
+        yield (  # 32 channels in and out, 3x3, stride 1, 144 tiles: Winograd's F(2x2, 3x3)
+            f"conv_winograd/{tag}",
+            lambda x=square, w=square_filters, c=bias[:32]: one(
+                lambda v: mb.conv(x=v, weight=w, bias=c, pad_type="same"), x
+            ),
+        )
         yield (
             f"conv_transpose/{tag}",
             lambda x=image, w=kernel: one(

@@ -1,4 +1,4 @@
-"""Widened copies of fp16 const weights, kept between evaluations.
+"""Widened copies of fp16 const weights (and other arrays made from a const), kept between evaluations.
 
 ``conv`` computes in float64 and ``linear`` in fp32, so each call widened an fp16 weight again:
 numpy's per-element conversion (about 1 ns an element; mobilenet_v3_small's classifier alone has
@@ -9,7 +9,8 @@ changes a const's array in place gets a fresh widening; a frozen array (:mod:`.f
 as the consts of a program ``predict`` loads) needs no copy of its bytes. Other dtypes are converted each time
 (numpy widens fp32 fast; the comparison would cost about as much). An entry goes when its array
 does; at most ``CACHE_BYTES`` are kept (none is added beyond), so the values are always the ones
-widening gives.
+widening gives. :func:`kept` keeps other arrays made from a const the same way, within their own
+``DERIVED_BYTES`` (conv's Winograd filters, 3.6 times the bytes of an fp32 weight).
 """
 
 from __future__ import annotations
@@ -17,34 +18,43 @@ from __future__ import annotations
 import functools
 import weakref
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .frozen import is_frozen
 
 CACHE_BYTES = 256 << 20
-"""Bytes of widened copies and snapshots kept at most."""
+"""Bytes of widened copies and their snapshots kept at most."""
+
+DERIVED_BYTES = 64 << 20
+"""Bytes of other arrays made from consts (:func:`kept`: conv's Winograd filters) and their
+snapshots kept at most, apart from the widened copies."""
 
 MIN_ELEMENTS = 4096
 """Smaller arrays are widened each time (cheaper than the bookkeeping)."""
 
 
 class _Entry:
-    __slots__ = ("source", "snapshot", "wide", "size")
+    __slots__ = ("source", "snapshot", "wide", "size", "pool")
 
-    def __init__(self, source: weakref.ref, snapshot: np.ndarray | None, wide: np.ndarray):
-        self.source, self.snapshot, self.wide = source, snapshot, wide
+    def __init__(self, source: weakref.ref, snapshot: np.ndarray | None, wide: np.ndarray, pool: str):
+        self.source, self.snapshot, self.wide, self.pool = source, snapshot, wide, pool
         self.size = (0 if snapshot is None else snapshot.nbytes) + wide.nbytes
 
 
 _ENTRIES: dict[tuple[int, str], _Entry] = {}
-_used = 0
+_used = {"widened": 0, "derived": 0}
+
+
+def _budget(pool: str) -> int:
+    return CACHE_BYTES if pool == "widened" else DERIVED_BYTES
 
 
 def _drop(key: tuple[int, str]) -> None:
-    global _used
     entry = _ENTRIES.pop(key, None)
     if entry is not None:
-        _used -= entry.size
+        _used[entry.pool] -= entry.size
 
 
 def _dropped(key: tuple[int, str], _: weakref.ref) -> None:
@@ -66,17 +76,31 @@ def const_as(op, name: str, value, dtype) -> np.ndarray:
 
 
 def cached_as(op, name: str, value, dtype) -> np.ndarray | None:
-    """:func:`const_as`'s kept widening of ``value``, made and kept now if it fits in
+    """:func:`const_as`'s kept widening of an fp16 ``value``, made and kept now if it fits in
     ``CACHE_BYTES``; ``None`` (nothing widened) for a value that is not kept or does not fit."""
-    global _used
-    if type(value) is not np.ndarray or value.dtype != np.float16 or value.size < MIN_ELEMENTS:
+    if type(value) is not np.ndarray or value.dtype != np.float16:
+        return None
+    size = value.size * np.dtype(dtype).itemsize
+    return _kept(op, name, value, np.dtype(dtype).str, size, lambda v: v.astype(dtype), "widened")
+
+
+def kept(op, name: str, value, kind: str, size: int, make: Callable[[np.ndarray], np.ndarray]) -> np.ndarray | None:
+    """``make(value)`` (``size`` bytes; read-only) for input ``name`` of ``op``, a large contiguous
+    array of a const (or a frozen array): the one made last time for this array and ``kind`` while
+    the array's bytes are unchanged, else made now and kept if it fits in ``DERIVED_BYTES``. ``None``
+    (nothing made) for a value that is not kept or does not fit."""
+    return _kept(op, name, value, kind, size, make, "derived")
+
+
+def _kept(op, name: str, value, kind: str, size: int, make, pool: str) -> np.ndarray | None:
+    if type(value) is not np.ndarray or value.size < MIN_ELEMENTS:
         return None
     frozen = is_frozen(value)  # a decoded compressed weight is frozen too
     if not value.flags.c_contiguous or not (frozen or _is_const(op, name)):
         return None
-    key = (id(value), np.dtype(dtype).str)
+    key = (id(value), kind)
     flat = value.reshape(-1)
-    bits = flat.view(np.uint64) if value.nbytes % 8 == 0 else flat.view(np.uint16)
+    bits = flat.view(np.uint64) if value.nbytes % 8 == 0 else flat.view(np.uint8)
     entry = _ENTRIES.get(key)
     if entry is not None:
         if entry.source() is value and (
@@ -90,12 +114,11 @@ def cached_as(op, name: str, value, dtype) -> np.ndarray | None:
         ):
             return entry.wide
         _drop(key)
-    size = value.nbytes * (np.dtype(dtype).itemsize // 2 + (0 if frozen else 1))  # the widening, a snapshot
-    if _used + size > CACHE_BYTES:
+    if _used[pool] + size + (0 if frozen else value.nbytes) > _budget(pool):  # what is made, and a snapshot
         return None
-    wide = value.astype(dtype)
-    wide.flags.writeable = False
-    entry = _Entry(weakref.ref(value, functools.partial(_dropped, key)), None if frozen else bits.copy(), wide)
+    made = make(value)
+    made.flags.writeable = False
+    entry = _Entry(weakref.ref(value, functools.partial(_dropped, key)), None if frozen else bits.copy(), made, pool)
     _ENTRIES[key] = entry
-    _used += entry.size
-    return wide
+    _used[pool] += entry.size
+    return made

@@ -17,13 +17,17 @@ The spatial semantics are coremltools' op definitions (``ops/defs/iOS15/conv.py`
 
 Precision: products (exact, of fp16 or fp32 values) and sums are computed in float64 and
 rounded once to the declared dtype (fp16 or fp32); BLAS's summation order moves a float64 sum by
-its last bits only, which the rounding hides (observed, not guaranteed: docs/numerics.md).
+its last bits only, which the rounding hides (observed, not guaranteed: docs/numerics.md). Winograd's
+transforms are exact sums for ordinary values, its products rounded in float64: its results are
+the correctly rounded ones as often as im2col's (measured: docs/numerics.md).
 
 Vectorized: conv is im2col (one float64 copy of a strided view of every tap) and one batched
-matmul per call, a block of output rows at a time where the columns would not stay in cache; a
-depthwise conv a multiply-add per kernel offset; conv_transpose is one matmul
-plus a strided add per kernel offset; pooling reduces one strided view per window offset (max_pool
-in ``x``'s dtype: a maximum is exact). No loop visits output pixels.
+matmul per call, a block of output rows at a time where the columns would not stay in cache; a 3x3
+stride-1 conv of 16 or more channels, at most 128x128 filters and enough outputs Winograd's
+F(2x2, 3x3), four matmuls a block of tile rows at a time; a depthwise conv a multiply-add per
+kernel offset; conv_transpose is one matmul plus a strided add per kernel offset; pooling reduces
+one strided view per window offset (max_pool in ``x``'s dtype: a maximum is exact). No loop visits
+output pixels.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..errors import UnsupportedOpError
 from . import kernel, out_dtype
-from ..widened import const_as
+from ..widened import const_as, kept
 
 Pads = list[tuple[int, int]]
 
@@ -88,7 +92,7 @@ def _spatial_axes(rank: int) -> tuple[int, ...]:
 @kernel("conv")
 def conv(op, args) -> np.ndarray:
     """``conv``: grouped N-d cross-correlation (1-D to 3-D), im2col then a batched matmul
-    (depthwise: the taps accumulated one by one)."""
+    (depthwise: the taps accumulated one by one; 3x3 stride 1: :func:`_winograd`)."""
     x, weight = np.asarray(args["x"]), const_as(op, "weight", args["weight"], np.float64)
     if x.dtype == np.float16:
         x = x.astype(np.float32)  # exact; numpy widens fp32 to float64 faster than fp16
@@ -116,6 +120,10 @@ def conv(op, args) -> np.ndarray:
     dtype = dtype if dtype in (np.float16, np.float32) else np.dtype(np.float64)
     if depthwise and rank > 1 and c_in > 1 and out_sizes[-1] < LONG_ROWS and einsum_sums_in_tap_order():
         return _depthwise(x, weight, pads, (dilations, out_sizes, strides), args.get("bias"), dtype)
+    if _winograd_applies(x, weight, groups, strides, dilations, out_sizes):
+        filters = kept(op, "weight", args["weight"], "winograd", 16 * weight[:, :, 0, 0].nbytes, _winograd_filters)
+        filters = _winograd_filters(weight) if filters is None else filters
+        return _winograd(x, filters, pads, args.get("bias"), dtype)
     out_count, kernel_count = math.prod(out_sizes), math.prod(kernel_sizes)
     if kernel_count == 1 and out_sizes == sizes and not depthwise:  # 1x1, stride 1, no padding
         # the columns of the general case below, without its copies: x itself in float64
@@ -176,6 +184,127 @@ def _column_rows(row_bytes: int, rows: int) -> int:
     if row_bytes * rows <= COLUMN_BYTES:
         return rows
     return max(1, min(rows, COLUMN_BLOCK_BYTES // row_bytes))
+
+
+# -- conv, 3x3 stride 1: Winograd's F(2x2, 3x3) ------------------------------------------------------
+
+WINOGRAD_CHANNELS = 16
+"""A 3x3 stride-1 conv with at least this many input and output channels may run :func:`_winograd`
+(fewer: its transforms cost more than the multiplies it saves)."""
+
+WINOGRAD_FILTERS = 128 * 128
+"""...and at most this many filters (input times output channels): their transforms, 16 float64
+values each (2 MiB at 128x128), are read once per block of tiles (at 256 channels and 14x14,
+7.3 ms by im2col against 9.7; at 512 and 7x7, 15 against 55)."""
+
+WINOGRAD_WORK = 4096
+"""...and at least this many tiles (2x2 outputs, in every image of the batch) times the fewer of
+its channels in and out: the transforms' fixed costs need that many (at 32 channels, 16x16 outputs
+were a tie and 80x80 went from 3.4 to 2.6 ms; at 64, 12x12 were a tie and 40x40 went from 3.1 to
+2.2 ms)."""
+
+WINOGRAD_BLOCK_BYTES = 3 << 18
+"""Float64 bytes of the two buffers a :func:`_winograd` block's matrices take turns in: a block of
+tile rows at a time, so each stays in cache between its matmuls (in the benchmark's net, 768 KiB
+beat 384 KiB, 512 KiB, 1 MiB, 1.5 MiB and 3 MiB: bigger blocks leave the cache, smaller ones make
+BLAS pack the filters for fewer tiles)."""
+
+# Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks" (2016): a 4x4 tile d of x and
+# a 3x3 filter g give a 2x2 tile of outputs, Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A. As Kronecker products they
+# act on a flattened tile: V = (Bᵀ ⊗ Bᵀ) vec(d), U = (G ⊗ G) vec(g), Y = (Aᵀ ⊗ Aᵀ)(U ⊙ V).
+_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64)
+_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float64)
+_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
+_TILE_IN, _FILTER, _TILE_OUT = np.kron(_BT, _BT), np.kron(_G, _G), np.kron(_AT, _AT)  # [16, 16], [16, 9], [4, 16]
+_TILE_OUT_BIAS = np.hstack([_TILE_OUT, np.ones((4, 1))])  # [4, 17]: and the bias, times 1
+
+
+def _winograd_applies(x: np.ndarray, weight: np.ndarray, groups: int, strides, dilations, out_sizes) -> bool:
+    """Whether ``conv`` runs :func:`_winograd`: a 2-D 3x3 conv, stride and dilation 1, one group,
+    channels and tiles within :data:`WINOGRAD_CHANNELS`, :data:`WINOGRAD_FILTERS` and
+    :data:`WINOGRAD_WORK`, every value of ``x`` and ``weight`` finite (a transform adds a tile's
+    values: an infinity would meet another where the plain sum has one)."""
+    if weight.shape[2:] != (3, 3) or groups != 1 or list(strides) != [1, 1] or list(dilations) != [1, 1]:
+        return False
+    fewer, filters = min(weight.shape[:2]), weight.shape[0] * weight.shape[1]
+    tiles = x.shape[0] * math.prod((size + 1) // 2 for size in out_sizes)
+    if fewer < WINOGRAD_CHANNELS or filters > WINOGRAD_FILTERS or tiles * fewer < WINOGRAD_WORK:
+        return False
+    # a float64 sum of fp32 values cannot overflow: it is finite exactly when every value is
+    return math.isfinite(float(np.sum(x, dtype=np.float64))) and math.isfinite(float(np.sum(weight)))
+
+
+def _winograd_filters(weight: np.ndarray) -> np.ndarray:
+    """``U``: each 3x3 filter of ``weight`` ``[C_out, C, 3, 3]`` times ``G ⊗ G``, ``[16, 1, C_out, C]``
+    float64 (exact for filters whose values lie within 2²⁸ of each other)."""
+    c_out, channels = weight.shape[:2]
+    flat = np.asarray(weight, np.float64).reshape(c_out * channels, 9)
+    return np.matmul(_FILTER, flat.T).reshape(16, 1, c_out, channels)
+
+
+def _winograd(x: np.ndarray, filters: np.ndarray, pads: Pads, bias, dtype) -> np.ndarray:
+    """A 3x3 stride-1 conv (``x`` ``[N, C, H, W]`` fp32, ``filters`` from :func:`_winograd_filters`)
+    plus ``bias``, rounded once to ``dtype``, by Winograd's F(2x2, 3x3): 16 multiplies per 2x2
+    outputs and channel where im2col has 36.
+
+    Everything is float64 and goes through BLAS as four matmuls a block of tile rows at a time:
+    each 4x4 tile of the padded input (one strided copy) times ``Bᵀ ⊗ Bᵀ``; each of its 16
+    values times ``U`` (the filters times ``G ⊗ G``) summed over channels; the 16 sums and the
+    bias times ``[Aᵀ ⊗ Aᵀ | 1]``, rounded once as the 2x2 outputs are written. The transforms'
+    coefficients are 0, ±1/4, ±1/2 and ±1, so their products are exact and the transformed tiles
+    and filters are exact sums wherever a tile's values lie within 2²⁹ of each other; the
+    channel sums round as im2col's do. The result is the correctly rounded fp32 of the exact sum
+    as often as im2col's (docs/numerics.md); it is not the same function of each output's own
+    window (a tile's rounding involves its neighbours' values)."""
+    batch, channels, height, width = x.shape
+    c_out = filters.shape[2]
+    (top, bottom), (left, right) = pads
+    out_h, out_w = height + top + bottom - 2, width + left + right - 2
+    tiles_h, tiles_w = (out_h + 1) // 2, (out_w + 1) // 2
+    # the padded input split by the parity of row and column, in float64: planes[p, q, ..., i, j]
+    # is padded[..., 2i + p, 2j + q], so a tile's values are four contiguous runs of tiles_w values.
+    planes = np.zeros((2, 2, batch, channels, tiles_h + 1, tiles_w + 1))
+    for p, q in itertools.product(range(2), range(2)):
+        first_row, first_col = (top - p + 1) // 2, (left - q + 1) // 2  # the first i, j inside x
+        inside = x[:, :, 2 * first_row + p - top :: 2, 2 * first_col + q - left :: 2]
+        inside = inside[:, :, : tiles_h + 1 - first_row, : tiles_w + 1 - first_col]
+        planes[p, q, :, :, first_row : first_row + inside.shape[2], first_col : first_col + inside.shape[3]] = inside
+    steps = planes.strides
+    # tiles[u, p, v, q, N, C, i, j]: value (2u + p, 2v + q) of tile (i, j), one view of the planes
+    tiles = as_strided(
+        planes,
+        (2, 2, 2, 2, batch, channels, tiles_h, tiles_w),
+        (steps[4], steps[0], steps[5], steps[1], steps[2], steps[3], steps[4], steps[5]),
+        writeable=False,
+    )
+    shift = None if bias is None else _as_float64(bias).reshape(-1, 1)
+    out = np.empty((batch, c_out, 2 * tiles_h, 2 * tiles_w), dtype)
+    pairs = out.reshape(batch, c_out, tiles_h, 2, tiles_w, 2)
+    # each block's matrices take turns in two buffers, [16, N * max(C, C_out) * tiles] each: the tiles
+    # gathered (in the first), transformed (second), their products summed over channels (first, with
+    # the bias in a 17th row) and the outputs (second, [4, N*C_out*tiles])
+    width = batch * max(channels, c_out)
+    rows = max(1, min(tiles_h, WINOGRAD_BLOCK_BYTES // (2 * 16 * 8 * width * tiles_w)))
+    first_buffer, second_buffer = np.empty(17 * width * rows * tiles_w), np.empty(16 * width * rows * tiles_w)
+    for first in range(0, tiles_h, rows):
+        block = slice(first, min(first + rows, tiles_h))
+        count = (block.stop - block.start) * tiles_w
+        gathered = first_buffer[: 16 * batch * channels * count].reshape(16, -1)
+        transformed = second_buffer[: 16 * batch * channels * count].reshape(16, -1)
+        products = first_buffer[: 17 * batch * c_out * count].reshape(17, batch, c_out, count)
+        outputs = second_buffer[: 4 * batch * c_out * count].reshape(4, -1)
+        np.copyto(gathered.reshape(tiles[..., block, :].shape), tiles[..., block, :])
+        np.matmul(_TILE_IN, gathered, out=transformed)
+        np.matmul(filters, transformed.reshape(16, batch, channels, count), out=products[:16])
+        if shift is None:
+            np.matmul(_TILE_OUT, products[:16].reshape(16, -1), out=outputs)
+        else:  # the bias as a 17th row: BLAS adds it to each output's sum last, as `+ bias` would
+            np.copyto(products[16], shift)
+            np.matmul(_TILE_OUT_BIAS, products.reshape(17, -1), out=outputs)
+        tile_outputs = outputs.reshape(2, 2, batch, c_out, -1, tiles_w)
+        for r, s in itertools.product(range(2), range(2)):  # tiles_w values a call, not two
+            np.copyto(pairs[:, :, block, r, :, s], tile_outputs[r, s], casting="same_kind")
+    return out if (out_h, out_w) == out.shape[2:] else np.ascontiguousarray(out[:, :, :out_h, :out_w])
 
 
 def _finished(result: np.ndarray, bias, dtype) -> np.ndarray:
