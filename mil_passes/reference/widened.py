@@ -100,7 +100,7 @@ def _kept(op, name: str, value, kind: str, size: int, make, pool: str) -> np.nda
         return None
     key = (id(value), kind)
     flat = value.reshape(-1)
-    bits = flat.view(np.uint64) if value.nbytes % 8 == 0 else flat.view(np.uint8)
+    bits = flat.view(np.uint64) if value.nbytes % 8 == 0 else flat.view(f"u{value.itemsize}")
     entry = _ENTRIES.get(key)
     if entry is not None:
         if entry.source() is value and (

@@ -230,8 +230,7 @@ def _winograd_applies(x: np.ndarray, weight: np.ndarray, groups: int, strides, d
     tiles = x.shape[0] * math.prod((size + 1) // 2 for size in out_sizes)
     if fewer < WINOGRAD_CHANNELS or filters > WINOGRAD_FILTERS or tiles * fewer < WINOGRAD_WORK:
         return False
-    # a float64 sum of fp32 values cannot overflow: it is finite exactly when every value is
-    return math.isfinite(float(np.sum(x, dtype=np.float64))) and math.isfinite(float(np.sum(weight)))
+    return bool(np.isfinite(x).all() and np.isfinite(weight).all())
 
 
 def _winograd_filters(weight: np.ndarray) -> np.ndarray:
