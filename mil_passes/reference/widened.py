@@ -36,10 +36,11 @@ MIN_ELEMENTS = 4096
 
 
 class _Entry:
-    __slots__ = ("source", "snapshot", "wide", "size", "pool")
+    __slots__ = ("source", "layout", "snapshot", "wide", "size", "pool")
 
-    def __init__(self, source: weakref.ref, snapshot: np.ndarray | None, wide: np.ndarray, pool: str):
-        self.source, self.snapshot, self.wide, self.pool = source, snapshot, wide, pool
+    def __init__(self, source: np.ndarray, snapshot: np.ndarray | None, wide: np.ndarray, pool: str, gone):
+        self.source, self.snapshot, self.wide, self.pool = weakref.ref(source, gone), snapshot, wide, pool
+        self.layout = (source.shape, source.dtype)  # an array reshaped in place is another value
         self.size = (0 if snapshot is None else snapshot.nbytes) + wide.nbytes
 
 
@@ -103,13 +104,17 @@ def _kept(op, name: str, value, kind: str, size: int, make, pool: str) -> np.nda
     bits = flat.view(np.uint64) if value.nbytes % 8 == 0 else flat.view(f"u{value.itemsize}")
     entry = _ENTRIES.get(key)
     if entry is not None:
-        if entry.source() is value and (
-            (frozen and entry.snapshot is None)
-            or (
-                entry.snapshot is not None
-                and entry.snapshot.dtype == bits.dtype
-                and entry.snapshot.shape == bits.shape
-                and np.array_equal(entry.snapshot, bits)
+        if (
+            entry.source() is value
+            and entry.layout == (value.shape, value.dtype)
+            and (
+                (frozen and entry.snapshot is None)
+                or (
+                    entry.snapshot is not None
+                    and entry.snapshot.dtype == bits.dtype
+                    and entry.snapshot.shape == bits.shape
+                    and np.array_equal(entry.snapshot, bits)
+                )
             )
         ):
             return entry.wide
@@ -118,7 +123,7 @@ def _kept(op, name: str, value, kind: str, size: int, make, pool: str) -> np.nda
         return None
     made = make(value)
     made.flags.writeable = False
-    entry = _Entry(weakref.ref(value, functools.partial(_dropped, key)), None if frozen else bits.copy(), made, pool)
+    entry = _Entry(value, None if frozen else bits.copy(), made, pool, functools.partial(_dropped, key))
     _ENTRIES[key] = entry
     _used[pool] += entry.size
     return made

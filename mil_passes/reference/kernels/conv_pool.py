@@ -226,6 +226,8 @@ def _winograd_applies(x: np.ndarray, weight: np.ndarray, groups: int, strides, d
     values: an infinity would meet another where the plain sum has one)."""
     if weight.shape[2:] != (3, 3) or groups != 1 or list(strides) != [1, 1] or list(dilations) != [1, 1]:
         return False
+    if x.dtype != np.float32:  # fp32 values (fp16 widened): the exactness above rests on their 24 bits
+        return False
     fewer, filters = min(weight.shape[:2]), weight.shape[0] * weight.shape[1]
     tiles = x.shape[0] * math.prod((size + 1) // 2 for size in out_sizes)
     if fewer < WINOGRAD_CHANNELS or filters > WINOGRAD_FILTERS or tiles * fewer < WINOGRAD_WORK:
@@ -235,7 +237,7 @@ def _winograd_applies(x: np.ndarray, weight: np.ndarray, groups: int, strides, d
 
 def _winograd_filters(weight: np.ndarray) -> np.ndarray:
     """``U``: each 3x3 filter of ``weight`` ``[C_out, C, 3, 3]`` times ``G ⊗ G``, ``[16, 1, C_out, C]``
-    float64 (exact for filters whose values lie within 2²⁸ of each other)."""
+    float64 (exact for filters whose values lie within 2²⁵ of each other)."""
     c_out, channels = weight.shape[:2]
     flat = np.asarray(weight, np.float64).reshape(c_out * channels, 9)
     return np.matmul(_FILTER, flat.T).reshape(16, 1, c_out, channels)
@@ -251,7 +253,7 @@ def _winograd(x: np.ndarray, filters: np.ndarray, pads: Pads, bias, dtype) -> np
     values times ``U`` (the filters times ``G ⊗ G``) summed over channels; the 16 sums and the
     bias times ``[Aᵀ ⊗ Aᵀ | 1]``, rounded once as the 2x2 outputs are written. The transforms'
     coefficients are 0, ±1/4, ±1/2 and ±1, so their products are exact and the transformed tiles
-    and filters are exact sums wherever a tile's values lie within 2²⁹ of each other; the
+    and filters are exact sums wherever a tile's values lie within 2²⁷ of each other; the
     channel sums round as im2col's do. The result is the correctly rounded fp32 of the exact sum
     as often as im2col's (docs/numerics.md); it is not the same function of each output's own
     window (a tile's rounding involves its neighbours' values)."""
@@ -282,9 +284,9 @@ def _winograd(x: np.ndarray, filters: np.ndarray, pads: Pads, bias, dtype) -> np
     # each block's matrices take turns in two buffers, [16, N * max(C, C_out) * tiles] each: the tiles
     # gathered (in the first), transformed (second), their products summed over channels (first, with
     # the bias in a 17th row) and the outputs (second, [4, N*C_out*tiles])
-    width = batch * max(channels, c_out)
-    rows = max(1, min(tiles_h, WINOGRAD_BLOCK_BYTES // (2 * 16 * 8 * width * tiles_w)))
-    first_buffer, second_buffer = np.empty(17 * width * rows * tiles_w), np.empty(16 * width * rows * tiles_w)
+    per_tile = batch * max(channels, c_out)
+    rows = max(1, min(tiles_h, WINOGRAD_BLOCK_BYTES // (2 * 16 * 8 * per_tile * tiles_w)))
+    first_buffer, second_buffer = np.empty(17 * per_tile * rows * tiles_w), np.empty(16 * per_tile * rows * tiles_w)
     for first in range(0, tiles_h, rows):
         block = slice(first, min(first + rows, tiles_h))
         count = (block.stop - block.start) * tiles_w
@@ -297,7 +299,7 @@ def _winograd(x: np.ndarray, filters: np.ndarray, pads: Pads, bias, dtype) -> np
         np.matmul(filters, transformed.reshape(16, batch, channels, count), out=products[:16])
         if shift is None:
             np.matmul(_TILE_OUT, products[:16].reshape(16, -1), out=outputs)
-        else:  # the bias as a 17th row: BLAS adds it to each output's sum last, as `+ bias` would
+        else:  # the bias as a 17th row: BLAS's sum adds it last, as `+ bias` would (its order, observed)
             np.copyto(products[16], shift)
             np.matmul(_TILE_OUT_BIAS, products.reshape(17, -1), out=outputs)
         tile_outputs = outputs.reshape(2, 2, batch, c_out, -1, tiles_w)
